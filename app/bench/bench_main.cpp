@@ -1,0 +1,59 @@
+#include <cstdio>
+#include <string>
+
+#include "bench.h"
+#include "kev/engine_info.h"
+#include "kev/error.h"
+
+namespace kevbench {
+
+namespace {
+std::vector<Command>& registry() {
+    static std::vector<Command> commands;
+    return commands;
+}
+}  // namespace
+
+bool register_command(const Command& command) {
+    registry().push_back(command);
+    return true;
+}
+
+const std::vector<Command>& commands() { return registry(); }
+
+nlohmann::json engine_header() {
+    const kev::EngineInfo info = kev::engine_info();
+    return {{"kev", info.kev_version},
+            {"torch", info.torch_version},
+            {"cpu_capability", info.cpu_capability},
+            {"threads", info.cpu_threads},
+            {"cuda", info.cuda_available}};
+}
+
+}  // namespace kevbench
+
+static void usage(std::FILE* out) {
+    std::fprintf(out, "usage: kev-bench COMMAND [options]\n\ncommands:\n");
+    for (const auto& c : kevbench::commands()) std::fprintf(out, "  %-12s %s\n", c.name, c.help);
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const std::string name = argv[1];
+    for (const auto& c : kevbench::commands()) {
+        if (name == c.name) {
+            try {
+                return c.run(kevbench::Args(argv + 2, argv + argc));
+            } catch (const kev::Error& e) {
+                std::fprintf(stderr, "kev-bench %s: %s\n", c.name, e.what());
+                return 1;
+            }
+        }
+    }
+    std::fprintf(stderr, "kev-bench: unknown command '%s'\n", name.c_str());
+    usage(stderr);
+    return 2;
+}

