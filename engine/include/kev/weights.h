@@ -1,0 +1,81 @@
+// Model weights in their working dtype and device, loaded from a Hugging Face folder
+// (safetensors, single or sharded) or a GGUF file. The loader absorbs every
+// checkpoint quirk so the forward never sees one:
+//   - one table maps checkpoint names (HF and GGUF) to the fields below;
+//     a missing or unexpected tensor is reported by name, shapes are checked
+//     against the config;
+//   - llama.cpp's q/k row permutation (llama architecture GGUF only) is undone;
+//   - q/k/v are fused into one [q + 2 kv, hidden] matrix and gate/up into one
+//     [2 I, hidden] matrix, so a decode step makes fewer, larger matmuls;
+//   - a tied lm_head is the embedding tensor itself, not a copy.
+// Each tensor is converted straight from the memory mapping into its working
+// dtype: loading needs no second full copy of the model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "kev/config.h"
+#include "kev/engine_info.h"
+
+namespace kev {
+
+// Working precision of dense weights and activations.
+enum class DType { F32, BF16, F16 };
+const char* to_string(DType dtype);
+// "fp32"/"f32"/"float32", "bf16"/"bfloat16", "fp16"/"f16"/"half"; throws InvalidArgument.
+DType parse_dtype(const std::string& name);
+
+// Throws Unsupported, up front, when `dtype` cannot run the model's ops on `device`
+// (e.g. CUDA absent, or a CPU build without the needed half-precision kernels).
+// It probes the ops the forward uses on tiny tensors.
+void check_device_dtype(Device device, DType dtype);
+
+// One linear layer: y = x W^T (+ b). The single concept the decoder multiplies by;
+// 4-bit and LoRA variants will extend this struct, not the decoder.
+struct Linear {
+    at::Tensor weight;  // [out, in]
+    at::Tensor bias;    // [out] or undefined
+    at::Tensor operator()(const at::Tensor& x) const;
+};
+
+struct LayerWeights {
+    at::Tensor attn_norm;  // [hidden]
+    Linear qkv;            // [q_size + 2 kv_size, hidden]: rows q | k | v
+    at::Tensor q_norm;     // [D] (Qwen3) or undefined
+    at::Tensor k_norm;     // [D] (Qwen3) or undefined
+    Linear o;              // [hidden, q_size]
+    at::Tensor mlp_norm;   // [hidden]
+    Linear gate_up;        // [2 I, hidden]: rows gate | up
+    Linear down;           // [hidden, I]
+};
+
+struct ModelWeights {
+    at::Tensor embed;               // [V, hidden]
+    std::vector<LayerWeights> layers;
+    at::Tensor final_norm;          // [hidden]
+    Linear lm_head;                 // weight [V, hidden]; the embed tensor when tied
+    at::Tensor rope_freq_divisors;  // [D/2] fp32 from GGUF rope_freqs.weight, or undefined
+    std::int64_t bytes() const;     // distinct bytes held (a tied head counted once)
+};
+
+struct LoadOptions {
+    Device device = Device::Cpu;
+    DType dtype = DType::F32;
+    // Called with (tensors done, tensors total) while loading; may be empty.
+    std::function<void(int, int)> progress;
+};
+
+// Loads from a model folder (config.json + safetensors) or a .gguf file, with the
+// config that describes it. Pickle checkpoints are refused (ErrorCode::Refused).
+struct LoadedWeights {
+    ModelConfig config;
+    ModelWeights weights;
+};
+LoadedWeights load_weights(const std::string& path, const LoadOptions& options);
+
+}  // namespace kev

@@ -1,0 +1,304 @@
+#include "kev/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "kev/error.h"
+#include "kev/gguf.h"
+
+namespace kev {
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(ErrorCode code, const std::string& source, const std::string& what) {
+    throw Error(code, source + ": " + what);
+}
+
+std::int64_t require_int(const json& j, const char* key, const std::string& source) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) fail(ErrorCode::Format, source, std::string("missing key '") + key + "'");
+    if (!it->is_number_integer()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not an integer");
+    return it->get<std::int64_t>();
+}
+
+std::int64_t optional_int(const json& j, const char* key, std::int64_t fallback, const std::string& source) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_number_integer()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not an integer");
+    return it->get<std::int64_t>();
+}
+
+double optional_float(const json& j, const char* key, double fallback, const std::string& source) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_number()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not a number");
+    return it->get<double>();
+}
+
+bool optional_bool(const json& j, const char* key, bool fallback, const std::string& source) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not a boolean");
+    return it->get<bool>();
+}
+
+// bos_token_id / eos_token_id: an integer or a list of integers (or null).
+std::vector<std::int64_t> token_ids(const json& j, const char* key, const std::string& source) {
+    std::vector<std::int64_t> ids;
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return ids;
+    if (it->is_number_integer()) {
+        ids.push_back(it->get<std::int64_t>());
+    } else if (it->is_array()) {
+        for (const auto& v : *it) {
+            if (!v.is_number_integer()) fail(ErrorCode::Format, source, std::string("key '") + key + "' holds a non-integer");
+            ids.push_back(v.get<std::int64_t>());
+        }
+    } else {
+        fail(ErrorCode::Format, source, std::string("key '") + key + "' is neither an integer nor a list");
+    }
+    return ids;
+}
+
+RopeScaling rope_scaling_from(const std::string& type, const json& params, std::int64_t max_positions,
+                              const std::string& source) {
+    RopeScaling r;
+    if (type.empty() || type == "default") return r;
+    if (type == "linear") {
+        r.kind = RopeScalingKind::Linear;
+        r.factor = optional_float(params, "factor", 1.0, source);
+    } else if (type == "llama3") {
+        r.kind = RopeScalingKind::Llama3;
+        r.factor = optional_float(params, "factor", 8.0, source);
+        r.low_freq_factor = optional_float(params, "low_freq_factor", 1.0, source);
+        r.high_freq_factor = optional_float(params, "high_freq_factor", 4.0, source);
+        r.original_max_positions = optional_int(params, "original_max_position_embeddings", max_positions, source);
+        if (r.high_freq_factor <= r.low_freq_factor)
+            fail(ErrorCode::Format, source, "llama3 rope scaling needs high_freq_factor > low_freq_factor");
+    } else {
+        fail(ErrorCode::Unsupported, source,
+             "rope scaling kind '" + type + "' is not supported (Kev implements none, linear and llama3)");
+    }
+    if (!(r.factor > 0.0)) fail(ErrorCode::Format, source, "rope scaling factor must be positive");
+    return r;
+}
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorCode::Io, path + ": cannot open");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw Error(ErrorCode::Io, path + ": read error");
+    return ss.str();
+}
+
+bool file_exists(const std::string& path) {
+    std::ifstream in(path);
+    return static_cast<bool>(in);
+}
+
+}  // namespace
+
+const char* to_string(Arch arch) {
+    switch (arch) {
+        case Arch::Llama: return "llama";
+        case Arch::Qwen2: return "qwen2";
+        case Arch::Qwen3: return "qwen3";
+    }
+    return "?";
+}
+
+const char* to_string(RopeScalingKind kind) {
+    switch (kind) {
+        case RopeScalingKind::None: return "none";
+        case RopeScalingKind::Linear: return "linear";
+        case RopeScalingKind::Llama3: return "llama3";
+    }
+    return "?";
+}
+
+std::int64_t ModelConfig::parameter_count() const {
+    const std::int64_t attn = hidden_size * (q_size() + 2 * kv_size()) + q_size() * hidden_size;
+    const std::int64_t mlp = 3 * hidden_size * intermediate_size;
+    const std::int64_t per_layer = attn + mlp + 2 * hidden_size;
+    const std::int64_t embed = vocab_size * hidden_size;
+    return num_layers * per_layer + embed * (tie_word_embeddings ? 1 : 2) + hidden_size;
+}
+
+void validate(const ModelConfig& c) {
+    auto bad = [&](const std::string& what) { fail(ErrorCode::InvalidArgument, c.source, what); };
+    // Bounds well beyond any real model keep products below int64 overflow.
+    auto in_range = [&](std::int64_t v, std::int64_t hi, const char* name) {
+        if (v <= 0 || v > hi) bad(std::string(name) + " = " + std::to_string(v) + " is out of range");
+    };
+    in_range(c.hidden_size, 1 << 16, "hidden_size");
+    in_range(c.num_layers, 1 << 10, "num_hidden_layers");
+    in_range(c.num_heads, 1 << 10, "num_attention_heads");
+    in_range(c.num_kv_heads, 1 << 10, "num_key_value_heads");
+    in_range(c.head_dim, 1 << 12, "head_dim");
+    in_range(c.intermediate_size, 1 << 18, "intermediate_size");
+    in_range(c.vocab_size, 1 << 22, "vocab_size");
+    in_range(c.max_positions, 1 << 24, "max_position_embeddings");
+    if (c.num_heads % c.num_kv_heads != 0)
+        bad("num_attention_heads (" + std::to_string(c.num_heads) + ") is not a multiple of num_key_value_heads (" +
+            std::to_string(c.num_kv_heads) + ")");
+    if (c.head_dim % 2 != 0) bad("head_dim must be even for RoPE");
+    if (!(c.rms_norm_eps > 0.0)) bad("rms_norm_eps must be positive");
+    if (!(c.rope_theta > 0.0)) bad("rope_theta must be positive");
+}
+
+ModelConfig config_from_hf_json(const std::string& json_text, const std::string& source) {
+    json j;
+    try {
+        j = json::parse(json_text);
+    } catch (const json::exception& e) {
+        fail(ErrorCode::Format, source, std::string("invalid JSON: ") + e.what());
+    }
+    if (!j.is_object()) fail(ErrorCode::Format, source, "not a JSON object");
+
+    ModelConfig c;
+    c.source = source;
+    const std::string model_type = j.value("model_type", std::string());
+    if (model_type == "llama") c.arch = Arch::Llama;
+    else if (model_type == "qwen2") c.arch = Arch::Qwen2;
+    else if (model_type == "qwen3") c.arch = Arch::Qwen3;
+    else fail(ErrorCode::Unsupported, source, "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3)");
+
+    c.hidden_size = require_int(j, "hidden_size", source);
+    c.num_layers = require_int(j, "num_hidden_layers", source);
+    c.num_heads = require_int(j, "num_attention_heads", source);
+    c.num_kv_heads = optional_int(j, "num_key_value_heads", c.num_heads, source);
+    c.head_dim = optional_int(j, "head_dim", 0, source);
+    if (c.head_dim == 0 && c.num_heads > 0) c.head_dim = c.hidden_size / c.num_heads;
+    c.intermediate_size = require_int(j, "intermediate_size", source);
+    c.vocab_size = require_int(j, "vocab_size", source);
+    c.max_positions = optional_int(j, "max_position_embeddings", 2048, source);
+    c.rms_norm_eps = optional_float(j, "rms_norm_eps", 1e-6, source);
+    c.tie_word_embeddings = optional_bool(j, "tie_word_embeddings", false, source);
+
+    const std::string act = j.value("hidden_act", std::string("silu"));
+    if (act != "silu") fail(ErrorCode::Unsupported, source, "hidden_act '" + act + "' is not supported (silu)");
+    if (optional_bool(j, "mlp_bias", false, source))
+        fail(ErrorCode::Unsupported, source, "mlp_bias is not supported");
+    if (optional_bool(j, "use_sliding_window", false, source))
+        fail(ErrorCode::Unsupported, source, "sliding-window attention is not supported");
+    if (optional_int(j, "pretraining_tp", 1, source) != 1)
+        fail(ErrorCode::Unsupported, source, "pretraining_tp != 1 is not supported");
+
+    const bool attention_bias = optional_bool(j, "attention_bias", false, source);
+    switch (c.arch) {
+        case Arch::Qwen2:  // Qwen2 always has q/k/v bias and never an o bias
+            c.qkv_bias = true;
+            break;
+        case Arch::Qwen3:
+            c.qk_norm = true;
+            c.qkv_bias = c.o_bias = attention_bias;
+            break;
+        case Arch::Llama:
+            c.qkv_bias = c.o_bias = attention_bias;
+            break;
+    }
+
+    // RoPE: transformers >= 5 writes "rope_parameters" {rope_type, rope_theta, ...};
+    // older folders have "rope_theta" and "rope_scaling" {type|rope_type, ...}.
+    std::string rope_type;
+    const json* rope_params = nullptr;
+    c.rope_theta = optional_float(j, "rope_theta", 10000.0, source);
+    for (const char* key : {"rope_parameters", "rope_scaling"}) {
+        auto it = j.find(key);
+        if (it == j.end() || it->is_null()) continue;
+        if (!it->is_object()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not an object");
+        rope_params = &*it;
+        if (it->contains("rope_theta")) c.rope_theta = optional_float(*it, "rope_theta", c.rope_theta, source);
+        std::string t = it->value("rope_type", std::string());
+        if (t.empty()) t = it->value("type", std::string());
+        if (!t.empty() && t != "default") rope_type = t;
+    }
+    if (rope_params) c.rope_scaling = rope_scaling_from(rope_type, *rope_params, c.max_positions, source);
+
+    c.bos_token_ids = token_ids(j, "bos_token_id", source);
+    c.eos_token_ids = token_ids(j, "eos_token_id", source);
+    validate(c);
+    return c;
+}
+
+ModelConfig load_hf_config(const std::string& dir) {
+    const std::string path = dir + "/config.json";
+    ModelConfig c = config_from_hf_json(read_text_file(path), path);
+    const std::string gen_path = dir + "/generation_config.json";
+    if (file_exists(gen_path)) {
+        json g;
+        try {
+            g = json::parse(read_text_file(gen_path));
+        } catch (const json::exception& e) {
+            fail(ErrorCode::Format, gen_path, std::string("invalid JSON: ") + e.what());
+        }
+        if (!g.is_object()) fail(ErrorCode::Format, gen_path, "not a JSON object");
+        auto bos = token_ids(g, "bos_token_id", gen_path);
+        auto eos = token_ids(g, "eos_token_id", gen_path);
+        if (!bos.empty()) c.bos_token_ids = bos;
+        if (!eos.empty()) c.eos_token_ids = eos;
+    }
+    return c;
+}
+
+ModelConfig config_from_gguf(const GgufFile& g) {
+    const std::string& source = g.path();
+    ModelConfig c;
+    c.source = source;
+    const std::string arch = g.get_string("general.architecture").value_or("");
+    if (arch == "llama") c.arch = Arch::Llama;
+    else if (arch == "qwen2") c.arch = Arch::Qwen2;
+    else if (arch == "qwen3") c.arch = Arch::Qwen3;
+    else fail(ErrorCode::Unsupported, source, "general.architecture '" + arch + "' is not supported (llama, qwen2, qwen3)");
+
+    auto need = [&](const std::string& key) {
+        auto v = g.get_int(arch + "." + key);
+        if (!v) fail(ErrorCode::Format, source, "missing metadata key '" + arch + "." + key + "'");
+        return *v;
+    };
+    c.hidden_size = need("embedding_length");
+    c.num_layers = need("block_count");
+    c.intermediate_size = need("feed_forward_length");
+    c.num_heads = need("attention.head_count");
+    c.num_kv_heads = g.get_int(arch + ".attention.head_count_kv").value_or(c.num_heads);
+    c.max_positions = need("context_length");
+    c.head_dim = g.get_int(arch + ".attention.key_length")
+                     .value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+    c.rms_norm_eps = g.get_float(arch + ".attention.layer_norm_rms_epsilon").value_or(1e-6);
+    c.rope_theta = g.get_float(arch + ".rope.freq_base").value_or(10000.0);
+    if (auto v = g.get_int(arch + ".vocab_size")) {
+        c.vocab_size = *v;
+    } else if (const GgufTensorInfo* t = g.find_tensor("token_embd.weight"); t && t->dims.size() == 2) {
+        c.vocab_size = t->dims[1];
+    } else {
+        fail(ErrorCode::Format, source, "cannot tell the vocabulary size (no " + arch + ".vocab_size, no token_embd.weight)");
+    }
+    if (auto rd = g.get_int(arch + ".rope.dimension_count"); rd && *rd != c.head_dim)
+        fail(ErrorCode::Unsupported, source, "partial rotary embeddings (rope.dimension_count != head_dim) are not supported");
+
+    const std::string scaling = g.get_string(arch + ".rope.scaling.type").value_or("none");
+    if (scaling == "linear") {
+        c.rope_scaling.kind = RopeScalingKind::Linear;
+        c.rope_scaling.factor = g.get_float(arch + ".rope.scaling.factor").value_or(1.0);
+    } else if (scaling != "none") {
+        fail(ErrorCode::Unsupported, source, "rope scaling kind '" + scaling + "' is not supported (none, linear)");
+    }
+    // llama3-style scaling arrives in GGUF as a rope_freqs.weight tensor of per-frequency
+    // divisors; the loader applies it (see weights.cpp), the config stays "none".
+
+    c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
+    c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
+    c.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+    if (auto v = g.get_int("tokenizer.ggml.bos_token_id")) c.bos_token_ids = {*v};
+    if (auto v = g.get_int("tokenizer.ggml.eos_token_id")) c.eos_token_ids = {*v};
+    validate(c);
+    return c;
+}
+
+}  // namespace kev

@@ -1,0 +1,197 @@
+#include "kev/model.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "kev/error.h"
+#include "model/torch_util.h"
+
+namespace kev {
+
+namespace {
+
+[[noreturn]] void bad_batch(const std::string& what) {
+    throw Error(ErrorCode::InvalidArgument, "forward batch: " + what);
+}
+
+// RoPE inverse frequencies [D/2], computed with the same fp32 ops, in the same order,
+// as transformers' rope initialisers, so positions past 1000 agree to the last bit.
+at::Tensor rope_inverse_frequencies(const ModelConfig& c, const at::Tensor& gguf_divisors) {
+    const std::int64_t dim = c.head_dim;
+    at::Tensor exponent = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
+    at::Tensor inv = at::pow(c.rope_theta, exponent).reciprocal();  // [D/2]
+    const RopeScaling& r = c.rope_scaling;
+    if (r.kind == RopeScalingKind::Linear) {
+        inv = inv / r.factor;
+    } else if (r.kind == RopeScalingKind::Llama3) {
+        // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, the
+        // band between interpolated smoothly.
+        const double old_len = static_cast<double>(r.original_max_positions);
+        const double low_wavelen = old_len / r.low_freq_factor;
+        const double high_wavelen = old_len / r.high_freq_factor;
+        at::Tensor wavelen = inv.reciprocal() * (2 * M_PI);
+        at::Tensor inv_llama = at::where(wavelen > low_wavelen, inv / r.factor, inv);
+        at::Tensor smooth = (wavelen.reciprocal() * old_len - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+        at::Tensor smoothed = (1 - smooth) * inv_llama / r.factor + smooth * inv_llama;
+        at::Tensor medium = at::logical_not(wavelen < high_wavelen) * at::logical_not(wavelen > low_wavelen);
+        inv = at::where(medium, smoothed, inv_llama);
+    }
+    if (gguf_divisors.defined()) inv = inv / gguf_divisors;
+    return inv.contiguous();
+}
+
+// RMSNorm as transformers computes it: in fp32, cast back, then scaled.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+    at::Tensor h = x.to(at::kFloat);
+    h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return weight * h.to(x.scalar_type());
+}
+
+at::Tensor rotate_half(const at::Tensor& x) {
+    const std::int64_t half = x.size(-1) / 2;
+    return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+at::Tensor from_vector(const std::vector<std::int64_t>& v, const at::Device& device) {
+    return at::from_blob(const_cast<std::int64_t*>(v.data()), {static_cast<std::int64_t>(v.size())}, at::kLong)
+        .to(device, /*non_blocking=*/false, /*copy=*/true);
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> build_attention_mask(const std::vector<std::int32_t>& row_segments,
+                                               const std::vector<std::int64_t>& row_positions,
+                                               const std::vector<std::int32_t>& slot_segments,
+                                               const std::vector<std::int64_t>& slot_positions) {
+    if (row_segments.size() != row_positions.size() || slot_segments.size() != slot_positions.size())
+        throw Error(ErrorCode::InvalidArgument, "build_attention_mask: segment and position arrays differ in length");
+    const std::size_t rows = row_segments.size(), slots = slot_segments.size();
+    std::vector<std::uint8_t> mask(rows * slots, 0);
+    for (std::size_t r = 0; r < rows; ++r) {
+        std::uint8_t* m = mask.data() + r * slots;
+        for (std::size_t j = 0; j < slots; ++j) {
+            const std::int32_t owner = slot_segments[j];
+            if (owner == kEmptySlot) continue;
+            const bool visible = owner == row_segments[r] || owner == kSharedSegment;
+            m[j] = visible && slot_positions[j] <= row_positions[r];
+        }
+    }
+    return mask;
+}
+
+ForwardBatch single_sequence_batch(const std::vector<std::int64_t>& tokens, std::int64_t start, bool last_only) {
+    ForwardBatch b;
+    const std::int64_t n = static_cast<std::int64_t>(tokens.size());
+    b.tokens = tokens;
+    b.kv_len = start + n;
+    b.mask.assign(static_cast<std::size_t>(n * b.kv_len), 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+        b.positions.push_back(start + i);
+        b.slots.push_back(start + i);
+        std::fill_n(b.mask.begin() + i * b.kv_len, start + i + 1, 1);  // slots 0 .. start+i
+        if (!last_only || i == n - 1) b.output_rows.push_back(i);
+    }
+    return b;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
+    check_device_dtype(options.device, options.dtype);
+    LoadedWeights lw = load_weights(path, options);
+    return std::make_unique<Model>(std::move(lw.config), std::move(lw.weights), options.device, options.dtype);
+}
+
+Model::Model(ModelConfig config, ModelWeights weights, Device device, DType dtype)
+    : config_(std::move(config)), weights_(std::move(weights)), device_(device), dtype_(dtype) {
+    validate(config_);
+    inv_freq_ = rope_inverse_frequencies(config_, weights_.rope_freq_divisors).to(torch_device(device_));
+}
+
+KvCache Model::make_cache(std::int64_t slots) const { return KvCache(config_, slots, device_, dtype_); }
+
+at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
+    const ModelConfig& c = config_;
+    // --- validation: nothing is written before the whole batch is known good ---
+    const std::int64_t S = static_cast<std::int64_t>(b.tokens.size());
+    const std::int64_t K = b.kv_len;
+    if (S == 0) bad_batch("no rows");
+    if (static_cast<std::int64_t>(b.positions.size()) != S || static_cast<std::int64_t>(b.slots.size()) != S)
+        bad_batch("tokens, positions and slots differ in length");
+    if (cache.layers() != c.num_layers) bad_batch("the cache was made for another model");
+    if (K <= 0 || K > cache.slots())
+        bad_batch("kv_len " + std::to_string(K) + " is outside the cache's " + std::to_string(cache.slots()) + " slots");
+    if (static_cast<std::int64_t>(b.mask.size()) != S * K)
+        bad_batch("mask has " + std::to_string(b.mask.size()) + " entries, expected rows x kv_len = " + std::to_string(S * K));
+    std::vector<std::uint8_t> slot_taken(static_cast<std::size_t>(K), 0);
+    for (std::int64_t r = 0; r < S; ++r) {
+        const std::string row = "row " + std::to_string(r) + ": ";
+        if (b.tokens[r] < 0 || b.tokens[r] >= c.vocab_size)
+            bad_batch(row + "token id " + std::to_string(b.tokens[r]) + " is outside the vocabulary of " + std::to_string(c.vocab_size));
+        if (b.positions[r] < 0 || b.positions[r] >= c.max_positions)
+            bad_batch(row + "position " + std::to_string(b.positions[r]) + " is outside the model's context of " +
+                      std::to_string(c.max_positions));
+        const std::int64_t slot = b.slots[r];
+        if (slot < 0 || slot >= K) bad_batch(row + "slot " + std::to_string(slot) + " is outside [0, kv_len)");
+        if (slot_taken[slot]++) bad_batch(row + "slot " + std::to_string(slot) + " is written by two rows");
+        if (!b.mask[r * K + slot]) bad_batch(row + "the mask hides the row's own slot");
+    }
+    for (std::int64_t r : b.output_rows)
+        if (r < 0 || r >= S) bad_batch("output row " + std::to_string(r) + " is outside the batch");
+
+    c10::InferenceMode inference;
+    const at::Device dev = torch_device(device_);
+    const at::ScalarType dt = scalar_type(dtype_);
+    const std::int64_t H = c.num_heads, KVH = c.num_kv_heads, D = c.head_dim, I = c.intermediate_size;
+    const std::int64_t qs = c.q_size(), kvs = c.kv_size();
+
+    const at::Tensor tokens = from_vector(b.tokens, dev);    // [S]
+    const at::Tensor slots = from_vector(b.slots, dev);      // [S]
+    const at::Tensor positions = from_vector(b.positions, dev);
+    const at::Tensor mask = at::from_blob(const_cast<std::uint8_t*>(b.mask.data()), {S, K}, at::kByte)
+                                .to(dev, at::kBool, false, true);  // [S, K]
+
+    // RoPE tables, fp32 then cast, as transformers does.
+    const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq_.unsqueeze(0);  // [S, D/2]
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);                                          // [S, D]
+    const at::Tensor cos = emb.cos().to(dt).unsqueeze(1);                                        // [S, 1, D]
+    const at::Tensor sin = emb.sin().to(dt).unsqueeze(1);                                        // [S, 1, D]
+
+    at::Tensor x = at::embedding(weights_.embed, tokens);  // [S, hidden]
+    for (std::int64_t l = 0; l < c.num_layers; ++l) {
+        const LayerWeights& w = weights_.layers[l];
+        at::Tensor h = rms_norm(x, w.attn_norm, c.rms_norm_eps);
+        const at::Tensor qkv = w.qkv(h);                      // [S, qs + 2 kvs]
+        at::Tensor q = qkv.narrow(1, 0, qs).view({S, H, D});  // [S, H, D]
+        at::Tensor k = qkv.narrow(1, qs, kvs).view({S, KVH, D});
+        const at::Tensor v = qkv.narrow(1, qs + kvs, kvs).view({S, KVH, D});
+        if (c.qk_norm) {
+            q = rms_norm(q, w.q_norm, c.rms_norm_eps);
+            k = rms_norm(k, w.k_norm, c.rms_norm_eps);
+        }
+        q = q * cos + rotate_half(q) * sin;
+        k = k * cos + rotate_half(k) * sin;
+
+        at::Tensor& cache_k = cache.keys(l);  // [KVH, slots, D]
+        at::Tensor& cache_v = cache.values(l);
+        cache_k.index_copy_(1, slots, k.transpose(0, 1));
+        cache_v.index_copy_(1, slots, v.transpose(0, 1));
+        const at::Tensor keys = cache_k.narrow(1, 0, K).unsqueeze(0);    // [1, KVH, K, D]
+        const at::Tensor values = cache_v.narrow(1, 0, K).unsqueeze(0);  // [1, KVH, K, D]
+
+        at::Tensor a = at::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), keys, values, mask, 0.0,
+                                                        false, std::nullopt, /*enable_gqa=*/true);  // [1, H, S, D]
+        a = a.squeeze(0).transpose(0, 1).reshape({S, qs});
+        x = x + w.o(a);
+
+        h = rms_norm(x, w.mlp_norm, c.rms_norm_eps);
+        const at::Tensor gu = w.gate_up(h);  // [S, 2 I]
+        x = x + w.down(at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I));
+    }
+    if (b.output_rows.empty()) return at::empty({0, c.vocab_size}, at::TensorOptions().dtype(at::kFloat).device(dev));
+    x = x.index_select(0, from_vector(b.output_rows, dev));  // [R, hidden]
+    x = rms_norm(x, weights_.final_norm, c.rms_norm_eps);
+    return weights_.lm_head(x).to(at::kFloat);  // [R, V]
+}
+
+}  // namespace kev

@@ -1,0 +1,409 @@
+#include "kev/weights.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <ATen/ATen.h>
+
+#include "kev/error.h"
+#include "kev/gguf.h"
+#include "kev/safetensors.h"
+#include "model/linear_bf16.h"
+#include "model/torch_util.h"
+
+namespace kev {
+
+namespace fs = std::filesystem;
+
+const char* to_string(DType dtype) {
+    switch (dtype) {
+        case DType::F32: return "fp32";
+        case DType::BF16: return "bf16";
+        case DType::F16: return "fp16";
+    }
+    return "?";
+}
+
+DType parse_dtype(const std::string& name) {
+    if (name == "fp32" || name == "f32" || name == "float32" || name == "float") return DType::F32;
+    if (name == "bf16" || name == "bfloat16") return DType::BF16;
+    if (name == "fp16" || name == "f16" || name == "float16" || name == "half") return DType::F16;
+    throw Error(ErrorCode::InvalidArgument, "unknown precision '" + name + "' (fp32, bf16, fp16)");
+}
+
+void check_device_dtype(Device device, DType dtype) {
+    if (device == Device::Cuda && !engine_info().cuda_available)
+        throw Error(ErrorCode::Unsupported, "device cuda: this libtorch has no CUDA or no CUDA device is present");
+    // Run each kind of op the forward uses once on tiny tensors: a build without a
+    // kernel fails here, before a model is loaded, not in the middle of a run.
+    try {
+        const auto opts = tensor_options(device, dtype);
+        at::Tensor x = at::ones({2, 8}, opts);
+        at::Tensor w = at::ones({4, 8}, opts);
+        at::Tensor y = at::linear(x, w, at::ones({4}, opts));  // [2, 4]
+        at::Tensor n = x.to(at::kFloat).pow(2).mean(-1, true).add(1e-6).rsqrt();
+        at::Tensor q = at::ones({1, 2, 2, 4}, opts);
+        at::Tensor mask = at::ones({2, 2}, at::TensorOptions().dtype(at::kBool).device(torch_device(device)));
+        at::Tensor a = at::scaled_dot_product_attention(q, q.narrow(1, 0, 1), q.narrow(1, 0, 1), mask, 0.0, false,
+                                                        std::nullopt, /*enable_gqa=*/true);
+        at::Tensor s = at::silu(y) * y;
+        at::Tensor e = at::embedding(w, at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(torch_device(device))));
+        (void)(s.sum().item<float>() + a.sum().item<float>() + n.sum().item<float>() + e.sum().item<float>());
+    } catch (const c10::Error& e) {
+        throw Error(ErrorCode::Unsupported, std::string("precision ") + to_string(dtype) + " is not usable on " +
+                                                to_string(device) + " with this libtorch: " + e.what_without_backtrace());
+    }
+}
+
+at::Tensor Linear::operator()(const at::Tensor& x) const {
+    // Decode steps (a few rows) in bf16 on CPU: our own bandwidth-bound kernel.
+    // KEV_BF16_GEMV=0 turns it off (to measure against libtorch's linear).
+    static const bool gemv_enabled = [] {
+        const char* e = std::getenv("KEV_BF16_GEMV");
+        return !(e && std::string(e) == "0");
+    }();
+    if (gemv_enabled && bf16_gemv_applies(x, weight)) return bf16_gemv(x, weight, bias);
+    return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
+}
+
+std::int64_t ModelWeights::bytes() const {
+    std::set<const void*> seen;
+    std::int64_t total = 0;
+    auto add = [&](const at::Tensor& t) {
+        if (!t.defined() || !seen.insert(t.data_ptr()).second) return;
+        total += static_cast<std::int64_t>(t.nbytes());
+    };
+    add(embed);
+    add(final_norm);
+    add(lm_head.weight);
+    add(lm_head.bias);
+    for (const auto& l : layers) {
+        for (const at::Tensor* t : {&l.attn_norm, &l.qkv.weight, &l.qkv.bias, &l.q_norm, &l.k_norm, &l.o.weight,
+                                    &l.o.bias, &l.mlp_norm, &l.gate_up.weight, &l.down.weight})
+            add(*t);
+    }
+    return total;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Where tensors come from. A source lists names (in its own naming scheme) and
+// hands out a CPU tensor for a name: a view of the mapping (safetensors) or an fp32
+// dequantized buffer (GGUF). The caller copies it into its working-dtype place.
+class TensorSource {
+public:
+    virtual ~TensorSource() = default;
+    virtual const std::string& path() const = 0;
+    virtual std::vector<std::string> names() const = 0;
+    virtual bool has(const std::string& name) const = 0;
+    virtual std::vector<std::int64_t> shape(const std::string& name) const = 0;  // torch order
+    virtual at::Tensor read(const std::string& name) const = 0;
+    virtual bool is_gguf() const = 0;
+};
+
+class SafetensorsSource : public TensorSource {
+public:
+    explicit SafetensorsSource(const std::string& dir) : dir_(dir), model_(SafetensorsModel::open(dir)) {}
+    const std::string& path() const override { return dir_; }
+    std::vector<std::string> names() const override {
+        std::vector<std::string> n;
+        for (const auto& kv : model_->tensors()) n.push_back(kv.first);
+        return n;
+    }
+    bool has(const std::string& name) const override { return model_->find(name) != nullptr; }
+    std::vector<std::int64_t> shape(const std::string& name) const override { return model_->find(name)->tensor->shape; }
+    at::Tensor read(const std::string& name) const override {
+        const auto* e = model_->find(name);
+        at::ScalarType st = at::kFloat;
+        if (e->tensor->dtype == SafetensorsDType::F16) st = at::kHalf;
+        if (e->tensor->dtype == SafetensorsDType::BF16) st = at::kBFloat16;
+        // A read-only view of the mapping; the caller only ever copies out of it.
+        return at::from_blob(const_cast<std::uint8_t*>(e->file->data(*e->tensor)), e->tensor->shape,
+                             at::TensorOptions().dtype(st));
+    }
+    bool is_gguf() const override { return false; }
+
+private:
+    std::string dir_;
+    std::unique_ptr<SafetensorsModel> model_;
+};
+
+class GgufSource : public TensorSource {
+public:
+    explicit GgufSource(const GgufFile& g) : g_(g) {}
+    const std::string& path() const override { return g_.path(); }
+    std::vector<std::string> names() const override {
+        std::vector<std::string> n;
+        for (const auto& t : g_.tensors()) n.push_back(t.name);
+        return n;
+    }
+    bool has(const std::string& name) const override { return g_.find_tensor(name) != nullptr; }
+    std::vector<std::int64_t> shape(const std::string& name) const override {
+        const auto& d = g_.find_tensor(name)->dims;
+        return std::vector<std::int64_t>(d.rbegin(), d.rend());
+    }
+    at::Tensor read(const std::string& name) const override {
+        const GgufTensorInfo* info = g_.find_tensor(name);
+        at::Tensor t = at::empty({info->numel()}, at::kFloat);
+        g_.dequantize(*info, t.data_ptr<float>());
+        return t.view(shape(name));
+    }
+    bool is_gguf() const override { return true; }
+
+private:
+    const GgufFile& g_;
+};
+
+// ---------------------------------------------------------------------------
+// The one table from checkpoint names to model fields. Per-layer names are relative
+// to "model.layers.{i}." (HF) and "blk.{i}." (GGUF).
+enum class Field {
+    AttnNorm, Q, K, V, QBias, KBias, VBias, QNorm, KNorm, O, OBias, MlpNorm, Gate, Up, Down,
+};
+
+struct NameRow {
+    Field field;
+    const char* hf;
+    const char* gguf;
+};
+
+constexpr NameRow kLayerNames[] = {
+    {Field::AttnNorm, "input_layernorm.weight", "attn_norm.weight"},
+    {Field::Q, "self_attn.q_proj.weight", "attn_q.weight"},
+    {Field::K, "self_attn.k_proj.weight", "attn_k.weight"},
+    {Field::V, "self_attn.v_proj.weight", "attn_v.weight"},
+    {Field::QBias, "self_attn.q_proj.bias", "attn_q.bias"},
+    {Field::KBias, "self_attn.k_proj.bias", "attn_k.bias"},
+    {Field::VBias, "self_attn.v_proj.bias", "attn_v.bias"},
+    {Field::QNorm, "self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {Field::KNorm, "self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {Field::O, "self_attn.o_proj.weight", "attn_output.weight"},
+    {Field::OBias, "self_attn.o_proj.bias", "attn_output.bias"},
+    {Field::MlpNorm, "post_attention_layernorm.weight", "ffn_norm.weight"},
+    {Field::Gate, "mlp.gate_proj.weight", "ffn_gate.weight"},
+    {Field::Up, "mlp.up_proj.weight", "ffn_up.weight"},
+    {Field::Down, "mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+struct GlobalNames {
+    const char* hf;
+    const char* gguf;
+};
+constexpr GlobalNames kEmbedName{"model.embed_tokens.weight", "token_embd.weight"};
+constexpr GlobalNames kFinalNormName{"model.norm.weight", "output_norm.weight"};
+constexpr GlobalNames kLmHeadName{"lm_head.weight", "output.weight"};
+constexpr const char* kGgufRopeFreqs = "rope_freqs.weight";
+
+// Whether a field exists for this config, and its torch shape.
+bool field_present(const ModelConfig& c, Field f) {
+    switch (f) {
+        case Field::QBias: case Field::KBias: case Field::VBias: return c.qkv_bias;
+        case Field::QNorm: case Field::KNorm: return c.qk_norm;
+        case Field::OBias: return c.o_bias;
+        default: return true;
+    }
+}
+
+std::vector<std::int64_t> field_shape(const ModelConfig& c, Field f) {
+    switch (f) {
+        case Field::AttnNorm: case Field::MlpNorm: return {c.hidden_size};
+        case Field::Q: return {c.q_size(), c.hidden_size};
+        case Field::K: case Field::V: return {c.kv_size(), c.hidden_size};
+        case Field::QBias: return {c.q_size()};
+        case Field::KBias: case Field::VBias: return {c.kv_size()};
+        case Field::QNorm: case Field::KNorm: return {c.head_dim};
+        case Field::O: return {c.hidden_size, c.q_size()};
+        case Field::OBias: return {c.hidden_size};
+        case Field::Gate: case Field::Up: return {c.intermediate_size, c.hidden_size};
+        case Field::Down: return {c.hidden_size, c.intermediate_size};
+    }
+    return {};
+}
+
+std::string shape_str(const std::vector<std::int64_t>& s) {
+    std::string r = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+}
+
+class Loader {
+public:
+    Loader(const TensorSource& src, const ModelConfig& config, const LoadOptions& options)
+        : src_(src), c_(config), opts_(tensor_options(options.device, options.dtype)), progress_(options.progress) {
+        for (const auto& n : src_.names()) unused_.insert(n);
+        // llama.cpp permutes q/k rows of llama-architecture models only.
+        unpermute_ = src_.is_gguf() && c_.arch == Arch::Llama;
+        total_ = static_cast<int>(unused_.size());
+    }
+
+    ModelWeights load() {
+        ModelWeights w;
+        // Everything is checked before any big allocation: names and shapes first.
+        check_all();
+        w.embed = take(global(kEmbedName), {c_.vocab_size, c_.hidden_size});
+        w.final_norm = take(global(kFinalNormName), {c_.hidden_size});
+        if (c_.tie_word_embeddings) {
+            w.lm_head.weight = w.embed;
+            unused_.erase(global(kLmHeadName));  // some tied checkpoints store a duplicate
+        } else {
+            w.lm_head.weight = take(global(kLmHeadName), {c_.vocab_size, c_.hidden_size});
+        }
+        if (src_.is_gguf() && src_.has(kGgufRopeFreqs)) {
+            w.rope_freq_divisors = src_.read(kGgufRopeFreqs).to(at::kFloat).contiguous().clone();
+            unused_.erase(kGgufRopeFreqs);
+        }
+        for (std::int64_t i = 0; i < c_.num_layers; ++i) w.layers.push_back(load_layer(i));
+        return w;
+    }
+
+private:
+    std::string global(const GlobalNames& g) const { return src_.is_gguf() ? g.gguf : g.hf; }
+    std::string layer_name(std::int64_t i, Field f) const {
+        for (const auto& r : kLayerNames) {
+            if (r.field == f)
+                return src_.is_gguf() ? "blk." + std::to_string(i) + "." + r.gguf
+                                      : "model.layers." + std::to_string(i) + "." + r.hf;
+        }
+        return {};
+    }
+
+    void expect(const std::string& name, const std::vector<std::int64_t>& shape) const {
+        if (!src_.has(name))
+            throw Error(ErrorCode::Format, src_.path() + ": missing tensor '" + name + "' (expected " + shape_str(shape) + ")");
+        const auto got = src_.shape(name);
+        if (got != shape)
+            throw Error(ErrorCode::Format, src_.path() + ": tensor '" + name + "' has shape " + shape_str(got) +
+                                               " but the config implies " + shape_str(shape));
+    }
+
+    void check_all() {
+        std::set<std::string> expected;
+        auto want = [&](const std::string& n, const std::vector<std::int64_t>& s) {
+            expect(n, s);
+            expected.insert(n);
+        };
+        want(global(kEmbedName), {c_.vocab_size, c_.hidden_size});
+        want(global(kFinalNormName), {c_.hidden_size});
+        if (!c_.tie_word_embeddings) want(global(kLmHeadName), {c_.vocab_size, c_.hidden_size});
+        else if (src_.has(global(kLmHeadName))) want(global(kLmHeadName), {c_.vocab_size, c_.hidden_size});
+        if (src_.is_gguf() && src_.has(kGgufRopeFreqs)) want(kGgufRopeFreqs, {c_.head_dim / 2});
+        for (std::int64_t i = 0; i < c_.num_layers; ++i) {
+            for (const auto& r : kLayerNames) {
+                if (field_present(c_, r.field)) want(layer_name(i, r.field), field_shape(c_, r.field));
+            }
+        }
+        for (const auto& n : unused_) {
+            if (expected.count(n)) continue;
+            // Buffers older transformers saved; recomputed from the config.
+            if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;
+            throw Error(ErrorCode::Format, src_.path() + ": unexpected tensor '" + n + "' (not part of a " +
+                                               to_string(c_.arch) + " model with this config)");
+        }
+    }
+
+    // Copies a checkpoint tensor into `dst` (already in working dtype/device),
+    // undoing the GGUF q/k permutation when `permute_heads` > 0.
+    void copy_into(at::Tensor dst, const std::string& name, std::int64_t permute_heads = 0) {
+        at::Tensor src = src_.read(name);
+        if (permute_heads > 0 && unpermute_) {
+            // llama.cpp stored each head's rows as [D/2, 2] (interleaved pairs);
+            // transformers' rotate_half wants [2, D/2] (two halves). Swap back.
+            const auto shape = src.sizes().vec();
+            const std::int64_t rows = src.size(0);
+            const at::Tensor m = src.reshape({rows, -1});  // [rows, in] (bias: in = 1)
+            src = m.view({permute_heads, rows / permute_heads / 2, 2, m.size(1)}).transpose(1, 2).reshape(shape);
+        }
+        dst.copy_(src);
+        unused_.erase(name);
+        if (progress_) progress_(++done_, total_);
+    }
+
+    at::Tensor take(const std::string& name, const std::vector<std::int64_t>& shape) {
+        at::Tensor t = at::empty(shape, opts_);
+        copy_into(t, name);
+        return t;
+    }
+
+    LayerWeights load_layer(std::int64_t i) {
+        LayerWeights l;
+        const std::int64_t qs = c_.q_size(), kvs = c_.kv_size(), hid = c_.hidden_size, inter = c_.intermediate_size;
+        l.attn_norm = take(layer_name(i, Field::AttnNorm), {hid});
+        l.mlp_norm = take(layer_name(i, Field::MlpNorm), {hid});
+        l.qkv.weight = at::empty({qs + 2 * kvs, hid}, opts_);  // rows q | k | v
+        copy_into(l.qkv.weight.narrow(0, 0, qs), layer_name(i, Field::Q), c_.num_heads);
+        copy_into(l.qkv.weight.narrow(0, qs, kvs), layer_name(i, Field::K), c_.num_kv_heads);
+        copy_into(l.qkv.weight.narrow(0, qs + kvs, kvs), layer_name(i, Field::V));
+        if (c_.qkv_bias) {
+            // Biases are per output row, so they need the same un-permutation as the rows.
+            l.qkv.bias = at::empty({qs + 2 * kvs}, opts_);
+            copy_into(l.qkv.bias.narrow(0, 0, qs), layer_name(i, Field::QBias), c_.num_heads);
+            copy_into(l.qkv.bias.narrow(0, qs, kvs), layer_name(i, Field::KBias), c_.num_kv_heads);
+            copy_into(l.qkv.bias.narrow(0, qs + kvs, kvs), layer_name(i, Field::VBias));
+        }
+        if (c_.qk_norm) {
+            l.q_norm = take(layer_name(i, Field::QNorm), {c_.head_dim});
+            l.k_norm = take(layer_name(i, Field::KNorm), {c_.head_dim});
+        }
+        l.o.weight = take(layer_name(i, Field::O), {hid, qs});
+        if (c_.o_bias) l.o.bias = take(layer_name(i, Field::OBias), {hid});
+        l.gate_up.weight = at::empty({2 * inter, hid}, opts_);  // rows gate | up
+        copy_into(l.gate_up.weight.narrow(0, 0, inter), layer_name(i, Field::Gate));
+        copy_into(l.gate_up.weight.narrow(0, inter, inter), layer_name(i, Field::Up));
+        l.down.weight = take(layer_name(i, Field::Down), {hid, inter});
+        return l;
+    }
+
+    const TensorSource& src_;
+    const ModelConfig& c_;
+    at::TensorOptions opts_;
+    std::function<void(int, int)> progress_;
+    std::set<std::string> unused_;
+    bool unpermute_ = false;
+    int done_ = 0;
+    int total_ = 0;
+};
+
+bool is_gguf_path(const std::string& path) {
+    const fs::path p(path);
+    return p.extension() == ".gguf";
+}
+
+}  // namespace
+
+LoadedWeights load_weights(const std::string& path, const LoadOptions& options) {
+    std::error_code ec;
+    // A folder is refused only when it has no safetensors (SafetensorsModel::open);
+    // many Hugging Face folders hold both formats.
+    if (!fs::is_directory(path, ec)) refuse_pickle_checkpoint(path);
+    LoadedWeights out;
+    try {
+        if (fs::is_directory(path, ec)) {
+            out.config = load_hf_config(path);
+            SafetensorsSource src(path);
+            out.weights = Loader(src, out.config, options).load();
+        } else if (is_gguf_path(path)) {
+            auto g = GgufFile::open(path);
+            out.config = config_from_gguf(*g);
+            GgufSource src(*g);
+            out.weights = Loader(src, out.config, options).load();
+        } else if (fs::exists(path, ec)) {
+            throw Error(ErrorCode::Unsupported,
+                        path + ": not a model folder or a .gguf file (a .safetensors file needs its folder with config.json)");
+        } else {
+            throw Error(ErrorCode::Io, path + ": no such file or folder");
+        }
+    } catch (const c10::Error& e) {
+        // Allocation failures of the working copy arrive as c10 errors.
+        const std::string what = e.what_without_backtrace();
+        if (what.find("alloc") != std::string::npos || what.find("memory") != std::string::npos)
+            throw Error(ErrorCode::OutOfMemory, path + ": not enough memory for the weights: " + what);
+        throw Error(ErrorCode::Format, path + ": " + what);
+    }
+    return out;
+}
+
+}  // namespace kev

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Convert a (random-weight) Hugging Face model folder to GGUF the way llama.cpp's
+convert_hf_to_gguf.py does, for Kev's loader tests.
+
+    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_1]
+
+As in llama.cpp: q_proj/k_proj rows of llama-architecture models are permuted for
+ggml's RoPE layout (qwen2/qwen3 are not); 1-D tensors (norms, biases) stay F32;
+llama3 RoPE scaling becomes a rope_freqs.weight tensor of per-frequency divisors;
+linear scaling becomes rope.scaling.type/factor. A tied head writes no output.weight.
+"""
+import argparse
+import json
+import math
+import os
+
+import gguf
+import numpy as np
+from safetensors.numpy import load_file
+
+NAMES = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias", "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+}
+
+
+def permute(w, n_head, n_head_kv):  # llama.cpp's LlamaModel.permute
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"])
+    args = ap.parse_args()
+    with open(os.path.join(args.model, "config.json")) as f:
+        cfg = json.load(f)
+    arch = cfg["model_type"]
+    nh, nkv, h = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
+    d = cfg.get("head_dim") or h // nh
+    rope = cfg.get("rope_parameters") or {}
+    tensors = {k: v.astype(np.float32) for k, v in load_file(os.path.join(args.model, "model.safetensors")).items()}
+
+    w = gguf.GGUFWriter(args.out, arch)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(h)
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(nh)
+    w.add_head_count_kv(nkv)
+    w.add_key_length(d)
+    w.add_value_length(d)
+    w.add_rope_dimension_count(d)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(rope.get("rope_theta", 10000.0))
+    w.add_vocab_size(cfg["vocab_size"])
+    w.add_bos_token_id(cfg["bos_token_id"])
+    w.add_eos_token_id(cfg["eos_token_id"])
+    if rope.get("rope_type") == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rope["factor"])
+    elif rope.get("rope_type") == "llama3":  # as convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors
+        base, factor = rope["rope_theta"], rope["factor"]
+        low, high, old = rope["low_freq_factor"], rope["high_freq_factor"], rope["original_max_position_embeddings"]
+        freqs = 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float32) / d))
+        factors = []
+        for fr in freqs:
+            wavelen = 2 * math.pi / fr
+            if wavelen < old / high:
+                factors.append(1)
+            elif wavelen > old / low:
+                factors.append(factor)
+            else:
+                smooth = (old / wavelen - low) / (high - low)
+                factors.append(1 / ((1 - smooth) / factor + smooth))
+        w.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
+
+    qtype = getattr(gguf.GGMLQuantizationType, args.type)
+    for name, t in sorted(tensors.items()):
+        if name == "model.embed_tokens.weight":
+            out = "token_embd.weight"
+        elif name == "model.norm.weight":
+            out = "output_norm.weight"
+        elif name == "lm_head.weight":
+            out = "output.weight"
+        else:
+            parts = name.split(".")
+            out = f"blk.{parts[2]}." + NAMES[".".join(parts[3:])]
+        if arch == "llama" and name.endswith("q_proj.weight"):
+            t = permute(t, nh, nh)
+        elif arch == "llama" and name.endswith("k_proj.weight"):
+            t = permute(t, nh, nkv)
+        if t.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
+            w.add_tensor(out, np.ascontiguousarray(t, dtype=np.float32))
+        elif qtype == gguf.GGMLQuantizationType.F16:
+            w.add_tensor(out, t.astype(np.float16))
+        else:
+            w.add_tensor(out, gguf.quants.quantize(t, qtype), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(json.dumps({"out": args.out, "type": args.type, "arch": arch}))
+
+
+if __name__ == "__main__":
+    main()

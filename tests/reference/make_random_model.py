@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Write a deterministic random-weight Hugging Face model folder for Kev's tests.
+
+    make_random_model.py --preset tiny-llama --out DIR [--seed 0]
+
+Presets:
+  tiny-llama     Llama, untied lm_head, GQA 4/2, llama3 RoPE scaling
+  tiny-qwen2     Qwen2, q/k/v bias, tied head, linear RoPE scaling
+  tiny-qwen3     Qwen3, per-head q/k norm, explicit head_dim != hidden/heads, tied
+  qwen2.5-0.5b   Qwen2.5-0.5B shapes (hidden 896, 24 layers, 14/2 heads, inter 4864,
+                 vocab 151936, tied), bf16 on disk: for benchmarks, not CI.
+
+The same preset and seed always give the same bytes (weights drawn in name order
+from one seeded generator; no wall-clock metadata is written).
+"""
+import argparse
+import json
+import os
+
+import torch
+from safetensors.torch import save_file
+
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=128, vocab_size=512, max_position_embeddings=2048, rms_norm_eps=1e-5,
+            bos_token_id=1, eos_token_id=2)
+
+PRESETS = {
+    "tiny-llama": dict(TINY, model_type="llama", architectures=["LlamaForCausalLM"], tie_word_embeddings=False,
+                       head_dim=16, attention_bias=False, mlp_bias=False, hidden_act="silu",
+                       rope_parameters=dict(rope_type="llama3", rope_theta=10000.0, factor=8.0,
+                                            low_freq_factor=1.0, high_freq_factor=4.0,
+                                            original_max_position_embeddings=256)),
+    "tiny-qwen2": dict(TINY, model_type="qwen2", architectures=["Qwen2ForCausalLM"], tie_word_embeddings=True,
+                       hidden_act="silu", use_sliding_window=False,
+                       rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0)),
+    "tiny-qwen3": dict(TINY, model_type="qwen3", architectures=["Qwen3ForCausalLM"], tie_word_embeddings=True,
+                       head_dim=32, attention_bias=False, hidden_act="silu", use_sliding_window=False,
+                       rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+    "qwen2.5-0.5b": dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], hidden_size=896,
+                         num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+                         intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
+                         rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu",
+                         use_sliding_window=False, bos_token_id=151643, eos_token_id=151645,
+                         rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+}
+
+
+def tensor_shapes(cfg):
+    h, inter, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d = cfg.get("head_dim") or h // nh
+    qkv_bias = cfg["model_type"] == "qwen2" or cfg.get("attention_bias", False)
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
+    if not cfg["tie_word_embeddings"]:
+        shapes["lm_head.weight"] = (v, h)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes.update({
+            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+            p + "self_attn.q_proj.weight": (nh * d, h), p + "self_attn.k_proj.weight": (nkv * d, h),
+            p + "self_attn.v_proj.weight": (nkv * d, h), p + "self_attn.o_proj.weight": (h, nh * d),
+            p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
+            p + "mlp.down_proj.weight": (h, inter),
+        })
+        if qkv_bias:
+            shapes.update({p + "self_attn.q_proj.bias": (nh * d,), p + "self_attn.k_proj.bias": (nkv * d,),
+                           p + "self_attn.v_proj.bias": (nkv * d,)})
+        if cfg["model_type"] == "qwen3":
+            shapes.update({p + "self_attn.q_norm.weight": (d,), p + "self_attn.k_norm.weight": (d,)})
+    return shapes
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", required=True, choices=sorted(PRESETS))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shards", type=int, default=1, help="write model-0000i-of-0000n.safetensors + index")
+    args = ap.parse_args()
+    cfg = dict(PRESETS[args.preset])
+    big = args.preset == "qwen2.5-0.5b"
+    std = 0.02 if big else 0.08
+    dtype = torch.bfloat16 if big else torch.float32
+    cfg["dtype"] = "bfloat16" if big else "float32"
+
+    gen = torch.Generator().manual_seed(args.seed)
+    tensors = {}
+    for name, shape in sorted(tensor_shapes(cfg).items()):
+        if name.endswith("norm.weight"):
+            t = 1.0 + 0.1 * torch.randn(shape, generator=gen)  # not all-ones: norms must matter
+        elif name.endswith(".bias"):
+            t = 0.1 * torch.randn(shape, generator=gen)
+        else:
+            t = std * torch.randn(shape, generator=gen)
+        tensors[name] = t.to(dtype).contiguous()
+
+    os.makedirs(args.out, exist_ok=True)
+    if args.shards <= 1:
+        save_file(tensors, os.path.join(args.out, "model.safetensors"), metadata={"format": "pt"})
+    else:
+        names = sorted(tensors)
+        weight_map = {}
+        for s in range(args.shards):
+            shard = f"model-{s + 1:05d}-of-{args.shards:05d}.safetensors"
+            part = {n: tensors[n] for n in names[s::args.shards]}
+            save_file(part, os.path.join(args.out, shard), metadata={"format": "pt"})
+            weight_map.update({n: shard for n in part})
+        with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": sum(t.nbytes for t in tensors.values())},
+                       "weight_map": weight_map}, f, indent=2, sort_keys=True)
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"]}, f, indent=2)
+    print(json.dumps({"preset": args.preset, "out": args.out, "tensors": len(tensors),
+                      "parameters": sum(t.numel() for t in tensors.values())}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,361 @@
+// Loading: config.json parsing, the safetensors reader on well-formed and malformed
+// files, sharded folders, the checkpoint-name table (missing / unexpected / misshapen
+// tensors reported by name), pickle refusal, and GGUF files written the way
+// llama.cpp's converter writes them (q/k permutation, rope_freqs, tied head) giving
+// the same model as the safetensors folder they came from.
+#include <QtTest>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "kev/error.h"
+#include "kev/model.h"
+#include "kev/safetensors.h"
+#include "kev_test_env.h"
+
+namespace {
+
+// A safetensors file: 8-byte little-endian header length, header, `data_bytes` zeros.
+QByteArray st_bytes(const QByteArray& header, qint64 data_bytes, quint64 claimed_len = ~0ull) {
+    const quint64 len = claimed_len == ~0ull ? static_cast<quint64>(header.size()) : claimed_len;
+    QByteArray out;
+    for (int i = 0; i < 8; ++i) out.append(static_cast<char>((len >> (8 * i)) & 0xff));
+    out += header;
+    out += QByteArray(data_bytes, '\0');
+    return out;
+}
+
+QString write_file(const QString& path, const QByteArray& bytes) {
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return {};
+    f.write(bytes);
+    return path;
+}
+
+// Expects `fn` to throw kev::Error with `code` and a message containing every part.
+template <typename Fn>
+bool throws(Fn fn, kev::ErrorCode code, std::initializer_list<const char*> parts) {
+    try {
+        fn();
+    } catch (const kev::Error& e) {
+        const std::string msg = e.what();
+        bool ok = e.code() == code;
+        for (const char* p : parts) ok = ok && msg.find(p) != std::string::npos;
+        if (!ok) qWarning("unexpected error (%s): %s", kev::to_string(e.code()), e.what());
+        return ok;
+    } catch (const std::exception& e) {
+        qWarning("not a kev::Error: %s", e.what());
+        return false;
+    }
+    qWarning("no error thrown");
+    return false;
+}
+
+// A safetensors header from (name, dtype, shape) entries laid out back to back.
+struct Spec {
+    std::string name;
+    std::string dtype;
+    std::vector<std::int64_t> shape;
+};
+QByteArray header_for(const std::vector<Spec>& specs, qint64* data_bytes) {
+    QByteArray h = "{\"__metadata__\":{\"format\":\"pt\"}";
+    qint64 off = 0;
+    for (const Spec& s : specs) {
+        qint64 n = s.dtype == "F32" ? 4 : 2;
+        QByteArray shape;
+        for (std::size_t i = 0; i < s.shape.size(); ++i) {
+            n *= s.shape[i];
+            shape += (i ? "," : "") + QByteArray::number(static_cast<qlonglong>(s.shape[i]));
+        }
+        h += ",\"" + QByteArray::fromStdString(s.name) + "\":{\"dtype\":\"" + QByteArray::fromStdString(s.dtype) +
+             "\",\"shape\":[" + shape + "],\"data_offsets\":[" + QByteArray::number(off) + "," +
+             QByteArray::number(off + n) + "]}";
+        off += n;
+    }
+    *data_bytes = off;
+    return h + "}";
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+    return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
+}
+
+}  // namespace
+
+class TestWeights : public QObject {
+    Q_OBJECT
+
+private:
+    QString work_;
+    std::map<QString, QString> models_;  // preset -> folder
+
+    at::Tensor logits_of(const kev::Model& m) {
+        std::vector<std::int64_t> toks{1, 17, 300, 42, 99, 5, 7, 400, 3};
+        kev::ForwardBatch b = kev::single_sequence_batch(toks, 0, false);
+        for (auto& p : b.positions) p += 1500;  // far positions: RoPE details matter
+        kev::KvCache cache = m.make_cache(static_cast<std::int64_t>(toks.size()));
+        return m.forward(b, cache);
+    }
+
+    // Builds a folder with `preset`'s config and a hand-made model.safetensors whose
+    // tensors are those of the real one, edited by `edit`.
+    QString edited_model(const QString& name, const std::function<void(std::vector<Spec>&)>& edit) {
+        const QString src = models_.at(QStringLiteral("tiny-qwen2"));
+        const QString dir = work_ + QLatin1Char('/') + name;
+        QDir().mkpath(dir);
+        QFile::remove(dir + QStringLiteral("/config.json"));
+        QFile::copy(src + QStringLiteral("/config.json"), dir + QStringLiteral("/config.json"));
+        auto st = kev::SafetensorsFile::open((src + QStringLiteral("/model.safetensors")).toStdString());
+        std::vector<Spec> specs;
+        for (const auto& [n, t] : st->tensors()) specs.push_back({n, kev::to_string(t.dtype), t.shape});
+        edit(specs);
+        qint64 data = 0;
+        const QByteArray h = header_for(specs, &data);
+        write_file(dir + QStringLiteral("/model.safetensors"), st_bytes(h, data));
+        return dir;
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        // One intra-op thread: these tests check numbers, not speed, and on a shared
+        // 2-core machine two OpenMP threads stall at every barrier when the other
+        // core is busy (measured: 8x slower decode steps under load).
+        at::set_num_threads(1);
+        work_ = kevtest::workDir(QStringLiteral("weights"));
+        for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+            const QString dir = work_ + QLatin1Char('/') + QLatin1String(preset);
+            QVERIFY(!kevtest::runReference(QStringLiteral("make_random_model.py"),
+                                           {QStringLiteral("--preset"), QLatin1String(preset), QStringLiteral("--out"), dir})
+                         .isEmpty());
+            models_[QLatin1String(preset)] = dir;
+        }
+    }
+
+    // ---- config.json ----
+    void configParsing() {
+        const std::string base =
+            R"({"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,)"
+            R"("num_key_value_heads":2,"intermediate_size":128,"vocab_size":512,"max_position_embeddings":4096,)";
+        // Old-style rope keys.
+        kev::ModelConfig c = kev::config_from_hf_json(
+            base + R"("rope_theta":500000.0,"rope_scaling":{"type":"linear","factor":4.0},"eos_token_id":[7,9]})", "a.json");
+        QCOMPARE(c.rope_theta, 500000.0);
+        QCOMPARE(c.rope_scaling.kind, kev::RopeScalingKind::Linear);
+        QCOMPARE(c.rope_scaling.factor, 4.0);
+        QCOMPARE(c.head_dim, std::int64_t(16));
+        QCOMPARE(c.eos_token_ids, (std::vector<std::int64_t>{7, 9}));
+        QVERIFY(!c.tie_word_embeddings);
+        QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("rope_scaling":{"rope_type":"yarn","factor":4.0}})", "b.json"); },
+                       kev::ErrorCode::Unsupported, {"b.json", "yarn"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"mistral"})", "c.json"); },
+                       kev::ErrorCode::Unsupported, {"c.json", "mistral"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"llama","num_hidden_layers":2})", "d.json"); },
+                       kev::ErrorCode::Format, {"d.json", "hidden_size"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type": llama})", "e.json"); }, kev::ErrorCode::Format,
+                       {"e.json", "JSON"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("num_key_value_heads":3})", "f.json"); },
+                       kev::ErrorCode::InvalidArgument, {"f.json", "multiple"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("hidden_size":"64"})", "g.json"); },
+                       kev::ErrorCode::Format, {"g.json", "hidden_size"}));
+        // generation_config.json wins for bos/eos.
+        const kev::ModelConfig q = kev::load_hf_config(models_.at(QStringLiteral("tiny-qwen3")).toStdString());
+        QCOMPARE(q.eos_token_ids, std::vector<std::int64_t>{2});
+        QCOMPARE(q.bos_token_ids, std::vector<std::int64_t>{1});
+    }
+
+    // ---- safetensors: well-formed ----
+    void safetensorsReads() {
+        qint64 data = 0;
+        const QByteArray h = header_for({{"a", "F32", {2, 3}}, {"b", "BF16", {4}}, {"c", "F16", {}}}, &data);
+        const QString path = write_file(work_ + QStringLiteral("/good.safetensors"), st_bytes(h, data));
+        auto st = kev::SafetensorsFile::open(path.toStdString());
+        QCOMPARE(st->tensors().size(), std::size_t(3));
+        QCOMPARE(st->find("a")->shape, (std::vector<std::int64_t>{2, 3}));
+        QCOMPARE(st->find("b")->dtype, kev::SafetensorsDType::BF16);
+        QCOMPARE(st->find("c")->nbytes, std::uint64_t(2));  // a scalar has one element
+        QCOMPARE(st->find("b")->offset, std::uint64_t(8 + h.size() + 24));
+    }
+
+    // ---- safetensors: malformed; each a specific error, never a crash ----
+    void safetensorsMalformed_data() {
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("expect1");
+        QTest::addColumn<QString>("expect2");
+        const int F = static_cast<int>(kev::ErrorCode::Format);
+        qint64 data = 0;
+        const QByteArray good = header_for({{"w", "F32", {2, 3}}}, &data);
+        QTest::newRow("shorter than the length field") << QByteArray("abc") << F << "too short" << "";
+        QTest::newRow("header length beyond file") << st_bytes(good, data, 1ull << 40) << F << "header length" << "past the end";
+        QTest::newRow("header length overflow") << st_bytes(good, data, ~0ull - 3) << F << "header length" << "";
+        QTest::newRow("bad JSON") << st_bytes("{\"w\": {\"dtype\": ", 0) << F << "not valid JSON" << "";
+        QTest::newRow("not an object") << st_bytes("[1,2]", 0) << F << "not a JSON object" << "";
+        QTest::newRow("offsets out of range")
+            << st_bytes(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})", 8) << F << "'w'" << "past the data region";
+        QTest::newRow("truncated data") << st_bytes(good, data).left(8 + good.size() + 10) << F << "'w'" << "past the data region";
+        QTest::newRow("size mismatch")
+            << st_bytes(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 24) << F << "'w'" << "needs 24";
+        QTest::newRow("offsets reversed")
+            << st_bytes(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 24) << F << "'w'" << "end before";
+        QTest::newRow("negative offset")
+            << st_bytes(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", 24) << F << "'w'" << "data_offsets";
+        QTest::newRow("huge shape")
+            << st_bytes(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})", 24) << F << "'w'"
+            << "larger than the file";
+        QTest::newRow("overlap")
+            << st_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)
+            << F << "overlap" << "";
+        QTest::newRow("missing dtype") << st_bytes(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", 4) << F << "'w'" << "dtype";
+        QTest::newRow("wrong dtype")
+            << st_bytes(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8)
+            << static_cast<int>(kev::ErrorCode::Unsupported) << "'w'" << "I64";
+    }
+    void safetensorsMalformed() {
+        QFETCH(QByteArray, bytes);
+        QFETCH(int, code);
+        QFETCH(QString, expect1);
+        QFETCH(QString, expect2);
+        const QString path = write_file(work_ + QStringLiteral("/bad.safetensors"), bytes);
+        const std::string e1 = expect1.toStdString(), e2 = expect2.toStdString();
+        QVERIFY(throws([&] { kev::SafetensorsFile::open(path.toStdString()); }, static_cast<kev::ErrorCode>(code),
+                       {"bad.safetensors", e1.c_str(), e2.c_str()}));
+    }
+
+    // ---- the name table ----
+    void missingTensor() {
+        const QString dir = edited_model(QStringLiteral("missing"), [](std::vector<Spec>& s) {
+            s.erase(std::remove_if(s.begin(), s.end(), [](const Spec& x) { return x.name == "model.layers.1.mlp.up_proj.weight"; }),
+                    s.end());
+        });
+        QVERIFY(throws([&] { kev::load_weights(dir.toStdString(), {}); }, kev::ErrorCode::Format,
+                       {"missing tensor 'model.layers.1.mlp.up_proj.weight'", "[128, 64]"}));
+    }
+    void unexpectedTensor() {
+        const QString dir = edited_model(QStringLiteral("unexpected"),
+                                         [](std::vector<Spec>& s) { s.push_back({"model.layers.0.mlp.extra", "F32", {3}}); });
+        QVERIFY(throws([&] { kev::load_weights(dir.toStdString(), {}); }, kev::ErrorCode::Format,
+                       {"unexpected tensor 'model.layers.0.mlp.extra'"}));
+    }
+    void misshapenTensor() {
+        const QString dir = edited_model(QStringLiteral("misshapen"), [](std::vector<Spec>& s) {
+            for (auto& x : s)
+                if (x.name == "model.layers.0.self_attn.k_proj.weight") x.shape = {64, 64};
+        });
+        QVERIFY(throws([&] { kev::load_weights(dir.toStdString(), {}); }, kev::ErrorCode::Format,
+                       {"'model.layers.0.self_attn.k_proj.weight'", "[64, 64]", "[32, 64]"}));
+    }
+
+    void picklesRefused() {
+        const QString dir = work_ + QStringLiteral("/pickle");
+        QDir().mkpath(dir);
+        QFile::remove(dir + QStringLiteral("/config.json"));
+        QFile::copy(models_.at(QStringLiteral("tiny-llama")) + QStringLiteral("/config.json"), dir + QStringLiteral("/config.json"));
+        write_file(dir + QStringLiteral("/pytorch_model.bin"), "PK\x03\x04 not really a zip");
+        QVERIFY(throws([&] { kev::load_weights(dir.toStdString(), {}); }, kev::ErrorCode::Refused,
+                       {"pytorch_model.bin", "pickle", "arbitrary code", "safetensors"}));
+        const QString pt = write_file(work_ + QStringLiteral("/model.pth"), "\x80\x02}q\x00.");
+        QVERIFY(throws([&] { kev::Model::load(pt.toStdString(), {}); }, kev::ErrorCode::Refused, {"model.pth", "pickle"}));
+        // A folder with both formats loads the safetensors (the usual Hugging Face case).
+        const QString both = models_.at(QStringLiteral("tiny-qwen2"));
+        write_file(both + QStringLiteral("/pytorch_model.bin"), "PK\x03\x04 not really a zip");
+        write_file(both + QStringLiteral("/training_args.bin"), "\x80\x02}q\x00.");
+        QVERIFY(kev::load_weights(both.toStdString(), {}).config.qkv_bias);
+        QFile::remove(both + QStringLiteral("/pytorch_model.bin"));
+        QFile::remove(both + QStringLiteral("/training_args.bin"));
+        QVERIFY(throws([&] { kev::load_weights((work_ + QStringLiteral("/nowhere")).toStdString(), {}); },
+                       kev::ErrorCode::Io, {"nowhere"}));
+    }
+
+    void shardedFolder() {
+        const QString dir = work_ + QStringLiteral("/sharded");
+        QVERIFY(!kevtest::runReference(QStringLiteral("make_random_model.py"),
+                                       {QStringLiteral("--preset"), QStringLiteral("tiny-qwen3"), QStringLiteral("--out"), dir,
+                                        QStringLiteral("--shards"), QStringLiteral("3")})
+                     .isEmpty());
+        QVERIFY(!QFileInfo::exists(dir + QStringLiteral("/model.safetensors")));
+        const auto sharded = kev::Model::load(dir.toStdString(), {});
+        const auto single = kev::Model::load(models_.at(QStringLiteral("tiny-qwen3")).toStdString(), {});
+        QCOMPARE(max_diff(logits_of(*sharded), logits_of(*single)), 0.0);
+        // An index naming a tensor its shard lacks.
+        QFile idx(dir + QStringLiteral("/model.safetensors.index.json"));
+        QVERIFY(idx.open(QIODevice::ReadOnly));
+        QByteArray text = idx.readAll();
+        idx.close();
+        text.replace("\"weight_map\": {", "\"weight_map\": {\"model.ghost.weight\": \"model-00001-of-00003.safetensors\", ");
+        write_file(idx.fileName(), text);
+        QVERIFY(throws([&] { kev::Model::load(dir.toStdString(), {}); }, kev::ErrorCode::Format,
+                       {"model-00001-of-00003.safetensors", "model.ghost.weight"}));
+    }
+
+    void workingDtype() {
+        kev::LoadOptions o;
+        o.dtype = kev::DType::BF16;
+        int calls = 0;
+        o.progress = [&](int, int) { ++calls; };
+        const auto m = kev::Model::load(models_.at(QStringLiteral("tiny-llama")).toStdString(), o);
+        QCOMPARE(m->weights().layers[0].qkv.weight.scalar_type(), at::kBFloat16);
+        QCOMPARE(m->weights().bytes(), m->config().parameter_count() * 2);
+        QVERIFY(calls > 0);
+        if (!kev::engine_info().cuda_available)
+            QVERIFY(throws([] { kev::check_device_dtype(kev::Device::Cuda, kev::DType::F32); }, kev::ErrorCode::Unsupported,
+                           {"cuda"}));
+        QVERIFY(throws([] { kev::parse_dtype("fp8"); }, kev::ErrorCode::InvalidArgument, {"fp8"}));
+    }
+
+    // ---- GGUF written as llama.cpp writes it equals the safetensors model ----
+    void ggufEqualsSafetensors_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<QString>("type");
+        QTest::addColumn<double>("tolerance");
+        // F32: the same numbers; only llama3's scaling arrives as rope_freqs divisors
+        // (a division instead of transformers' formula: a few ulp in the frequencies).
+        QTest::newRow("llama F32 (permuted q/k, rope_freqs)") << "tiny-llama" << "F32" << 1e-4;
+        QTest::newRow("qwen2 F32 (bias, tied, linear rope)") << "tiny-qwen2" << "F32" << 1e-5;
+        QTest::newRow("qwen3 F32 (q/k norm)") << "tiny-qwen3" << "F32" << 1e-5;
+        // Quantized: the weights themselves are rounded, so logits move by the
+        // quantization noise (measured: Q8_0 0.035, BF16 0.011, Q4_1 0.96 on logits
+        // of scale ~2.5; 4-bit blocks of Gaussian weights carry ~10% error each).
+        // These rows check names, types and layout of quantized files; exactness of
+        // Q4_1 decoding is pinned by tst_gguf and tst_builtin_model (bit-equal logits).
+        QTest::newRow("llama Q8_0") << "tiny-llama" << "Q8_0" << 0.1;
+        QTest::newRow("qwen2 BF16") << "tiny-qwen2" << "BF16" << 0.05;
+        QTest::newRow("qwen3 Q4_1") << "tiny-qwen3" << "Q4_1" << 2.0;
+    }
+    void ggufEqualsSafetensors() {
+        QFETCH(QString, preset);
+        QFETCH(QString, type);
+        QFETCH(double, tolerance);
+        const QString hf = models_.at(preset);
+        const QString gguf = work_ + QStringLiteral("/%1-%2.gguf").arg(preset, type);
+        QVERIFY(!kevtest::runReference(QStringLiteral("make_random_gguf.py"),
+                                       {QStringLiteral("--model"), hf, QStringLiteral("--out"), gguf, QStringLiteral("--type"), type})
+                     .isEmpty());
+        const auto a = kev::Model::load(hf.toStdString(), {});
+        const auto b = kev::Model::load(gguf.toStdString(), {});
+        QCOMPARE(b->config().arch, a->config().arch);
+        QCOMPARE(b->config().tie_word_embeddings, a->config().tie_word_embeddings);
+        QCOMPARE(b->config().head_dim, a->config().head_dim);
+        if (type == QLatin1String("F32")) {
+            // The loaded tensors are identical: permutation undone exactly.
+            QCOMPARE(max_diff(b->weights().layers[1].qkv.weight, a->weights().layers[1].qkv.weight), 0.0);
+            QCOMPARE(max_diff(b->weights().embed, a->weights().embed), 0.0);
+        }
+        const double diff = max_diff(logits_of(*a), logits_of(*b));
+        qInfo("%s %s: max |logit diff| vs safetensors %.3g", qPrintable(preset), qPrintable(type), diff);
+        QVERIFY2(diff <= tolerance, qPrintable(QString::number(diff)));
+    }
+
+    void ggufTruncated() {
+        const QString gguf = work_ + QStringLiteral("/tiny-qwen2-F32.gguf");
+        QFile f(gguf);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray bytes = f.readAll();
+        const QString cut = write_file(work_ + QStringLiteral("/truncated.gguf"), bytes.left(bytes.size() - 1000));
+        QVERIFY(throws([&] { kev::Model::load(cut.toStdString(), {}); }, kev::ErrorCode::Format, {"truncated.gguf", "outside the file"}));
+        const QString tiny = write_file(work_ + QStringLiteral("/header-only.gguf"), bytes.left(100));
+        QVERIFY(throws([&] { kev::Model::load(tiny.toStdString(), {}); }, kev::ErrorCode::Format, {"header-only.gguf"}));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestWeights)
+#include "tst_weights.moc"
