@@ -1,70 +1,351 @@
-// kev-cli: the engine from a terminal. For now it reports what the engine is built
-// with and what a model file holds; generation arrives with the packed engine.
+// kev-cli: the engine from a terminal, for scripts and people without a display.
+//
+//   kev-cli [options] QUESTION...      answer the questions in one pack
+//   kev-cli info [--model PATH]        what the engine and the model are
+//
+// Exit codes: 0 success, 1 model or run error, 2 usage error, 3 isolation difference
+// (--verify-isolation), 130 interrupted (what was generated is still printed).
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kev/engine_info.h"
 #include "kev/error.h"
 #include "kev/gguf.h"
+#include "kev/session.h"
 
 namespace {
 
-void usage(std::FILE* out) {
-    std::fprintf(out,
-                 "usage: kev-cli info [--model PATH]\n"
-                 "       kev-cli --version\n"
-                 "\n"
-                 "  info      print the engine build and the model's architecture and sizes\n"
-                 "  --model   a .gguf file (default: the built-in SmolLM2-135M-Instruct)\n");
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitIsolation = 3;
+constexpr int kExitInterrupted = 130;
+
+const char* kUsage =
+    "usage: kev-cli [options] QUESTION...\n"
+    "       kev-cli info [--model PATH]\n"
+    "\n"
+    "Answers every QUESTION in one packed forward pass; each answer is isolated from\n"
+    "the others, exactly as if it ran alone.\n"
+    "\n"
+    "model:\n"
+    "  --model PATH              .gguf file or Hugging Face folder (default: built-in SmolLM2-135M)\n"
+    "  --precision fp32|half     working precision (default fp32; half = bf16 on CPU)\n"
+    "  --device cpu|cuda         (default cpu)\n"
+    "prompt:\n"
+    "  --system TEXT             system message for every question\n"
+    "  --shared-context TEXT|@FILE  text every question sees, computed once\n"
+    "sampling (for every question; KEV_TEMPERATURE may give per-question defaults):\n"
+    "  --temperature T           0 = greedy (default), up to 2 in the app\n"
+    "  --top-k K  --top-p P  --min-p P  --repetition-penalty R\n"
+    "  --max-new-tokens N        (default 256)\n"
+    "  --seed S                  random seed (per question: S, S+1, ...)\n"
+    "  --stop TEXT               stop string (repeatable)\n"
+    "run:\n"
+    "  --sequential              answer one question at a time (for comparison)\n"
+    "  --verify-isolation        run packed and one at a time; exit 3 on any difference\n"
+    "  --ignore-eos              never stop at end-of-sequence (fixed lengths)\n"
+    "  --logprobs K              top-K log-probabilities of every generated token (JSON)\n"
+    "  --json                    machine-readable output\n"
+    "  -h, --help                this text\n";
+
+volatile std::sig_atomic_t g_interrupted = 0;
+kev::CancelFlags* g_cancel = nullptr;
+
+void on_sigint(int) {
+    g_interrupted = 1;
+    if (g_cancel) g_cancel->cancel_all();  // an atomic store: async-signal-safe
 }
 
-int info(const std::string& model) {
+struct UsageError {
+    std::string message;
+};
+
+struct Options {
+    std::string command;  // "" = answer, "info"
+    std::string model = kev::builtin_model_path();
+    kev::LoadOptions load;
+    std::optional<std::string> system;
+    std::string shared_context;
+    kev::SamplingSettings sampling;
+    bool sequential = false;
+    bool verify = false;
+    bool ignore_eos = false;
+    bool json = false;
+    std::int32_t logprobs = 0;
+    std::vector<std::string> questions;
+};
+
+double parse_number(const std::string& flag, const std::string& value) {
+    try {
+        std::size_t used = 0;
+        const double v = std::stod(value, &used);
+        if (used != value.size()) throw std::invalid_argument(value);
+        return v;
+    } catch (const std::exception&) {
+        throw UsageError{flag + " expects a number, got '" + value + "'"};
+    }
+}
+
+std::int64_t parse_integer(const std::string& flag, const std::string& value) {
+    try {
+        std::size_t used = 0;
+        const long long v = std::stoll(value, &used);
+        if (used != value.size()) throw std::invalid_argument(value);
+        return v;
+    } catch (const std::exception&) {
+        throw UsageError{flag + " expects a whole number, got '" + value + "'"};
+    }
+}
+
+std::string read_text_arg(const std::string& value) {
+    if (value.empty() || value[0] != '@') return value;
+    std::ifstream in(value.substr(1), std::ios::binary);
+    if (!in) throw UsageError{"cannot read " + value.substr(1)};
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) throw UsageError{a + " needs a value"};
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") {
+            o.command = "help";
+        } else if (a == "--version") {
+            o.command = "version";
+        } else if (a == "--model") {
+            o.model = value();
+        } else if (a == "--precision") {
+            const std::string p = value();
+            if (p == "fp32") o.load.dtype = kev::DType::F32;
+            else if (p == "half" || p == "bf16") o.load.dtype = kev::DType::BF16;
+            else if (p == "fp16") o.load.dtype = kev::DType::F16;
+            else if (p == "4bit") throw UsageError{"--precision 4bit is not available yet in this build"};
+            else throw UsageError{"--precision must be fp32, half or 4bit, got '" + p + "'"};
+        } else if (a == "--device") {
+            const std::string d = value();
+            if (d == "cpu") o.load.device = kev::Device::Cpu;
+            else if (d == "cuda") o.load.device = kev::Device::Cuda;
+            else throw UsageError{"--device must be cpu or cuda, got '" + d + "'"};
+        } else if (a == "--system") {
+            o.system = value();
+        } else if (a == "--shared-context") {
+            o.shared_context = read_text_arg(value());
+        } else if (a == "--temperature") {
+            o.sampling.temperature = static_cast<float>(parse_number(a, value()));
+        } else if (a == "--top-k") {
+            o.sampling.top_k = static_cast<std::int32_t>(parse_integer(a, value()));
+        } else if (a == "--top-p") {
+            o.sampling.top_p = static_cast<float>(parse_number(a, value()));
+        } else if (a == "--min-p") {
+            o.sampling.min_p = static_cast<float>(parse_number(a, value()));
+        } else if (a == "--repetition-penalty") {
+            o.sampling.repetition_penalty = static_cast<float>(parse_number(a, value()));
+        } else if (a == "--max-new-tokens") {
+            o.sampling.max_new_tokens = parse_integer(a, value());
+        } else if (a == "--seed") {
+            o.sampling.seed = static_cast<std::uint64_t>(parse_integer(a, value()));
+        } else if (a == "--stop") {
+            o.sampling.stop_strings.push_back(value());
+        } else if (a == "--sequential") {
+            o.sequential = true;
+        } else if (a == "--verify-isolation") {
+            o.verify = true;
+        } else if (a == "--ignore-eos") {
+            o.ignore_eos = true;
+        } else if (a == "--logprobs") {
+            o.logprobs = static_cast<std::int32_t>(parse_integer(a, value()));
+            if (o.logprobs < 0 || o.logprobs > 100) throw UsageError{"--logprobs must be between 0 and 100"};
+        } else if (a == "--json") {
+            o.json = true;
+        } else if (a == "info" && o.command.empty() && o.questions.empty()) {
+            o.command = "info";
+        } else if (a.size() > 1 && a[0] == '-' && a != "--") {
+            throw UsageError{"unknown option '" + a + "'"};
+        } else {
+            o.questions.push_back(a == "--" && i + 1 < argc ? argv[++i] : a);
+        }
+    }
+    if (o.command.empty() && o.questions.empty()) throw UsageError{"no question given"};
+    try {
+        o.sampling.validate();
+    } catch (const kev::Error& e) {
+        throw UsageError{e.what()};
+    }
+    return o;
+}
+
+int info(const Options& o) {
     const kev::EngineInfo e = kev::engine_info();
     std::printf("kev %s, libtorch %s, cpu %s, %d threads, cuda %s\n", e.kev_version.c_str(),
-                e.torch_version.c_str(), e.cpu_capability.c_str(), e.cpu_threads,
-                e.cuda_available ? "yes" : "no");
-    const auto gguf = kev::GgufFile::open(model);
-    std::printf("model %s\n  gguf v%u, %zu tensors, %zu metadata keys\n", model.c_str(),
-                gguf->version(), gguf->tensors().size(), gguf->metadata().size());
-    if (auto arch = gguf->get_string("general.architecture")) {
-        std::printf("  architecture %s\n", arch->c_str());
-    }
+                e.torch_version.c_str(), e.cpu_capability.c_str(), e.cpu_threads, e.cuda_available ? "yes" : "no");
+    const auto gguf = kev::GgufFile::open(o.model);
+    std::printf("model %s\n  gguf v%u, %zu tensors, %zu metadata keys\n", o.model.c_str(), gguf->version(),
+                gguf->tensors().size(), gguf->metadata().size());
+    if (auto arch = gguf->get_string("general.architecture")) std::printf("  architecture %s\n", arch->c_str());
     if (auto name = gguf->get_string("general.name")) std::printf("  name %s\n", name->c_str());
     return 0;
+}
+
+kev::GenerationRequest make_request(const Options& o, const std::vector<std::string>& questions,
+                                    std::size_t first_index) {
+    kev::GenerationRequest r;
+    r.system = o.system;
+    r.shared_context = o.shared_context;
+    for (std::size_t q = 0; q < questions.size(); ++q) {
+        kev::CardRequest card{questions[q], o.sampling};
+        if (o.sampling.seed) card.sampling.seed = *o.sampling.seed + first_index + q;
+        r.cards.push_back(std::move(card));
+    }
+    return r;
+}
+
+kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const std::vector<std::string>& questions,
+                               std::size_t first_index, bool stream) {
+    const kev::Generator gen = s.generator();
+    const kev::PreparedPack pack = gen.prepare(make_request(o, questions, first_index), kev::temperature_defaults_from_env());
+    kev::CancelFlags cancel(questions.size());
+    g_cancel = &cancel;
+    if (g_interrupted) cancel.cancel_all();
+    kev::RunOptions run;
+    run.ignore_end_of_sequence = o.ignore_eos;
+    run.logprobs = o.logprobs;
+    run.cancel = &cancel;
+    const bool one = questions.size() == 1;
+    if (stream) {
+        run.on_step = [&](const kev::StepEvent& ev) {
+            for (const auto& u : ev.updates) {
+                if (u.text.empty()) continue;
+                if (one) std::printf("%s", u.text.c_str());
+                else std::printf("[%zu] %s\n", first_index + static_cast<std::size_t>(u.card) + 1, u.text.c_str());
+            }
+            std::fflush(stdout);
+        };
+    }
+    kev::GenerationResult result = gen.run(pack, run);
+    g_cancel = nullptr;
+    return result;
+}
+
+nlohmann::json card_json(const std::string& question, const kev::CardResult& c, std::int32_t logprobs) {
+    nlohmann::json j = {{"question", question},
+                        {"text", c.text},
+                        {"tokens", c.tokens},
+                        {"finish_reason", kev::to_string(c.finish)},
+                        {"seed", c.seed},
+                        {"temperature", c.temperature},
+                        {"stats",
+                         {{"prompt_tokens", c.stats.prompt_tokens},
+                          {"generated_tokens", c.stats.generated_tokens},
+                          {"time_to_first_token_s", c.stats.time_to_first_token_s},
+                          {"tokens_per_s", c.stats.tokens_per_s}}}};
+    if (!c.matched_stop.empty()) j["stop"] = c.matched_stop;
+    if (logprobs > 0) {
+        nlohmann::json lp = nlohmann::json::array();
+        for (const auto& step : c.logprobs) {
+            nlohmann::json top = nlohmann::json::array();
+            for (const auto& [id, v] : step) top.push_back({{"token", id}, {"logprob", v}});
+            lp.push_back(top);
+        }
+        j["logprobs"] = lp;
+    }
+    return j;
+}
+
+int answer(const Options& o) {
+    const auto session = kev::Session::open(o.model, kev::SessionOptions{o.load, std::nullopt});
+    if (!session->chat()) throw kev::Error(kev::ErrorCode::Unsupported, session->chat_error());
+    const bool stream = !o.json;
+
+    std::vector<kev::CardResult> results;
+    double total_s = 0.0;
+    if (o.sequential) {
+        for (std::size_t q = 0; q < o.questions.size() && !g_interrupted; ++q) {
+            if (stream && o.questions.size() > 1) std::printf("--- [%zu] %s\n", q + 1, o.questions[q].c_str());
+            auto r = run_pack(*session, o, {o.questions[q]}, q, stream);
+            if (stream) std::printf("\n");
+            total_s += r.total_s;
+            results.push_back(std::move(r.cards[0]));
+        }
+    } else {
+        auto r = run_pack(*session, o, o.questions, 0, stream && o.questions.size() == 1);
+        total_s = r.total_s;
+        results = std::move(r.cards);
+        if (stream && o.questions.size() > 1) {
+            for (std::size_t q = 0; q < results.size(); ++q) {
+                std::printf("--- [%zu] %s\n%s\n", q + 1, o.questions[q].c_str(), results[q].text.c_str());
+            }
+        } else if (stream) {
+            std::printf("\n");
+        }
+    }
+
+    int code = g_interrupted ? kExitInterrupted : 0;
+    nlohmann::json out = {{"model", o.model}, {"packed", !o.sequential}, {"total_s", total_s}};
+    if (o.verify && !g_interrupted) {
+        nlohmann::json diffs = nlohmann::json::array();
+        for (std::size_t q = 0; q < o.questions.size(); ++q) {
+            const auto alone = run_pack(*session, o, {o.questions[q]}, q, false);
+            const auto& a = alone.cards[0].tokens;
+            const auto& p = results[q].tokens;
+            std::size_t k = 0;
+            while (k < a.size() && k < p.size() && a[k] == p[k]) ++k;
+            if (k != a.size() || k != p.size()) {
+                diffs.push_back({{"question", q + 1}, {"first_difference", k}});
+                code = kExitIsolation;
+            }
+        }
+        out["isolation_differences"] = diffs;
+        if (!o.json) {
+            std::printf("isolation: %s\n", diffs.empty() ? "every answer equals its solo run"
+                                                         : ("DIFFERENCES " + diffs.dump()).c_str());
+        }
+    }
+    if (o.json) {
+        nlohmann::json cards = nlohmann::json::array();
+        for (std::size_t q = 0; q < results.size(); ++q) cards.push_back(card_json(o.questions[q], results[q], o.logprobs));
+        out["cards"] = cards;
+        out["interrupted"] = g_interrupted != 0;
+        std::printf("%s\n", out.dump(2).c_str());
+    }
+    return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string command;
-    std::string model = kev::builtin_model_path();
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            usage(stdout);
-            return 0;
-        } else if (arg == "--version") {
-            std::printf("kev-cli %s\n", kev::engine_info().kev_version.c_str());
-            return 0;
-        } else if (arg == "--model" && i + 1 < argc) {
-            model = argv[++i];
-        } else if (command.empty() && arg[0] != '-') {
-            command = arg;
-        } else {
-            std::fprintf(stderr, "kev-cli: unknown argument '%s'\n", arg.c_str());
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (command != "info") {
-        usage(stderr);
-        return 2;
-    }
+    Options o;
     try {
-        return info(model);
+        o = parse(argc, argv);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "kev-cli: %s\n(kev-cli --help for usage)\n", e.message.c_str());
+        return kExitUsage;
+    }
+    if (o.command == "help") {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
+    if (o.command == "version") {
+        std::printf("kev-cli %s\n", kev::engine_info().kev_version.c_str());
+        return 0;
+    }
+    std::signal(SIGINT, on_sigint);
+    try {
+        return o.command == "info" ? info(o) : answer(o);
     } catch (const kev::Error& e) {
         std::fprintf(stderr, "kev-cli: %s\n", e.what());
-        return 1;
+        return e.code() == kev::ErrorCode::InvalidArgument ? kExitUsage : kExitError;
     }
 }

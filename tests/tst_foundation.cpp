@@ -63,7 +63,7 @@ private Q_SLOTS:
         const auto r = kevtest::runProcess(kevtest::binDir() + "/kev-cli", {"--no-such-flag"}, 120000);
         QVERIFY(r.finished);
         QCOMPARE(r.exitCode, 2);
-        QVERIFY(r.err.contains("unknown argument '--no-such-flag'"));
+        QVERIFY2(r.err.contains("unknown option '--no-such-flag'"), r.err.constData());
     }
 
     void cliReportsAMissingModelSpecifically() {

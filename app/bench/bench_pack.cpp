@@ -1,0 +1,219 @@
+// Packed vs one-at-a-time generation, in the same process, alternating, repeated.
+//
+//   kev-bench pack --model PATH [--precision fp32|bf16] [--n 1,2,4,8,16]
+//                  [--prompt 128] [--gen 128] [--reps 3] [--out PREFIX]
+//
+// For every N: N cards of random prompt tokens (fixed seed) generate exactly --gen
+// tokens each (end-of-sequence ignored), once packed (one forward per step for all
+// cards) and once one card at a time. Reports wall time, time to first token, prefill
+// and decode throughput, peak memory, the packed / one-at-a-time ratio, and the decode
+// step time next to the bandwidth roofline (weight bytes / measured read bandwidth).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "kev/generator.h"
+#include "kev/model.h"
+#include "kev/weights.h"
+
+namespace kevbench {
+
+namespace {
+
+long long proc_status_kib(const char* key) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    const std::string k = std::string(key) + ":";
+    while (std::getline(in, line)) {
+        if (line.rfind(k, 0) == 0) return std::stoll(line.substr(k.size()));
+    }
+    return 0;
+}
+
+std::vector<int> parse_list(const std::string& s) {
+    std::vector<int> v;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) v.push_back(std::stoi(item));
+    return v;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct Sample {
+    double wall_s = 0, ttft_s = 0, prefill_s = 0, decode_s = 0;
+    long long prefill_tokens = 0, generated = 0, steps = 0;
+};
+
+Sample run_once(const kev::Model& model, const std::vector<kev::TokenCard>& cards) {
+    kev::Generator gen(model, nullptr, std::nullopt);
+    kev::RunOptions options;
+    options.ignore_end_of_sequence = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    const kev::GenerationResult r = gen.run(gen.prepare_tokens(cards, {}), options);
+    Sample s;
+    s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.prefill_s = r.prefill_s;
+    s.decode_s = r.total_s - r.prefill_s;
+    s.prefill_tokens = r.prefill_tokens;
+    s.steps = r.steps - 1;
+    double ttft = 0;
+    for (const auto& c : r.cards) {
+        s.generated += static_cast<long long>(c.tokens.size());
+        ttft = std::max(ttft, c.stats.time_to_first_token_s);
+    }
+    s.ttft_s = ttft;
+    return s;
+}
+
+int run_pack(const Args& args) {
+    std::string model_path, out_prefix, precision = "bf16";
+    std::vector<int> ns{1, 2, 4, 8, 16};
+    int prompt_len = 128, gen_len = 128, reps = 3;
+    for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
+        const std::string& k = args[i];
+        const std::string& v = args[i + 1];
+        if (k == "--model") model_path = v;
+        else if (k == "--precision") precision = v;
+        else if (k == "--n") ns = parse_list(v);
+        else if (k == "--prompt") prompt_len = std::stoi(v);
+        else if (k == "--gen") gen_len = std::stoi(v);
+        else if (k == "--reps") reps = std::stoi(v);
+        else if (k == "--out") out_prefix = v;
+        else {
+            std::fprintf(stderr, "kev-bench pack: unknown option %s\n", k.c_str());
+            return 2;
+        }
+    }
+    if (model_path.empty()) {
+        std::fprintf(stderr, "kev-bench pack: --model PATH is required\n");
+        return 2;
+    }
+    kev::LoadOptions load;
+    load.dtype = kev::parse_dtype(precision);
+    const auto t_load = std::chrono::steady_clock::now();
+    const auto model = kev::Model::load(model_path, load);
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+    const double bandwidth = measure_read_bandwidth_gbs(1LL << 30, 5);
+    const double weight_bytes = static_cast<double>(model->weights().bytes());
+    const double roofline_ms = weight_bytes / (bandwidth * 1e9) * 1e3;
+
+    nlohmann::json report;
+    report["engine"] = engine_header();
+    std::string cmd = "kev-bench pack";
+    for (const auto& a : args) cmd += " " + a;
+    report["command"] = cmd;
+    report["model"] = model_path;
+    report["precision"] = precision;
+    report["weight_bytes"] = weight_bytes;
+    report["load_s"] = load_s;
+    report["read_bandwidth_gbs"] = bandwidth;
+    report["roofline_step_ms"] = roofline_ms;
+    report["prompt_tokens"] = prompt_len;
+    report["generated_tokens"] = gen_len;
+    report["repetitions"] = reps;
+    report["results"] = nlohmann::json::array();
+
+    const int vocab = static_cast<int>(model->config().vocab_size);
+    for (int n : ns) {
+        std::mt19937 rng(1234u + static_cast<unsigned>(n));
+        std::uniform_int_distribution<int> tok(3, std::min(vocab, 32000) - 1);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < n; ++c) {
+            kev::TokenCard card;
+            card.prompt.resize(static_cast<std::size_t>(prompt_len));
+            for (auto& t : card.prompt) t = tok(rng);
+            card.sampling.temperature = 0.0f;
+            card.sampling.max_new_tokens = gen_len;
+            cards.push_back(std::move(card));
+        }
+        std::vector<double> packed_wall, seq_wall, packed_ttft, packed_prefill_tps, packed_decode_tps, step_ms,
+            seq_decode_tps;
+        for (int r = 0; r < reps; ++r) {
+            // Alternate which goes first so drift on a shared machine hits both alike.
+            for (int order = 0; order < 2; ++order) {
+                const bool packed_now = (order == 0) == (r % 2 == 0);
+                if (packed_now) {
+                    const Sample s = run_once(*model, cards);
+                    packed_wall.push_back(s.wall_s);
+                    packed_ttft.push_back(s.ttft_s);
+                    packed_prefill_tps.push_back(s.prefill_tokens / s.prefill_s);
+                    packed_decode_tps.push_back((s.generated - n) / s.decode_s);
+                    step_ms.push_back(s.decode_s / std::max<long long>(1, s.steps) * 1e3);
+                } else {
+                    double wall = 0, decode_s = 0;
+                    long long gen = 0;
+                    for (const auto& card : cards) {
+                        const Sample s = run_once(*model, {card});
+                        wall += s.wall_s;
+                        decode_s += s.decode_s;
+                        gen += s.generated - 1;
+                    }
+                    seq_wall.push_back(wall);
+                    seq_decode_tps.push_back(gen / decode_s);
+                }
+            }
+        }
+        nlohmann::json row = {
+            {"n", n},
+            {"packed_wall_s", median(packed_wall)},
+            {"sequential_wall_s", median(seq_wall)},
+            {"ratio", median(packed_wall) / median(seq_wall)},
+            {"packed_ttft_s", median(packed_ttft)},
+            {"prefill_tokens_per_s", median(packed_prefill_tps)},
+            {"aggregate_decode_tokens_per_s", median(packed_decode_tps)},
+            {"per_card_decode_tokens_per_s", median(packed_decode_tps) / n},
+            {"sequential_decode_tokens_per_s", median(seq_decode_tps)},
+            {"decode_step_ms", median(step_ms)},
+            {"step_vs_roofline", median(step_ms) / roofline_ms},
+            {"peak_rss_mib", proc_status_kib("VmHWM") / 1024.0},
+        };
+        report["results"].push_back(row);
+        std::fprintf(stderr, "N=%d: packed %.2fs, one-at-a-time %.2fs, ratio %.3f, %.1f tok/s aggregate\n", n,
+                     median(packed_wall), median(seq_wall), median(packed_wall) / median(seq_wall),
+                     median(packed_decode_tps));
+    }
+
+    std::printf("%s\n", report.dump(2).c_str());
+    if (!out_prefix.empty()) {
+        std::ofstream(out_prefix + ".json") << report.dump(2) << "\n";
+        std::ofstream md(out_prefix + ".md");
+        md << "# Packed vs one-at-a-time: " << model_path << " (" << precision << ")\n\n"
+           << "Command: `" << cmd << "`\n\n"
+           << "Weights " << weight_bytes / 1e6 << " MB; read bandwidth " << bandwidth
+           << " GB/s; roofline step " << roofline_ms << " ms; load " << load_s << " s; prompt " << prompt_len
+           << " tokens, " << gen_len << " generated per card, median of " << reps << ".\n\n"
+           << "| N | packed wall s | one-at-a-time wall s | ratio | TTFT s | prefill tok/s | aggregate decode tok/s "
+              "| per-card tok/s | one-at-a-time decode tok/s | step ms | step / roofline | peak RSS MiB |\n"
+           << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        char buf[512];
+        for (const auto& r : report["results"]) {
+            std::snprintf(buf, sizeof buf, "| %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f | %.0f |\n",
+                          r["n"].get<int>(), r["packed_wall_s"].get<double>(), r["sequential_wall_s"].get<double>(),
+                          r["ratio"].get<double>(), r["packed_ttft_s"].get<double>(),
+                          r["prefill_tokens_per_s"].get<double>(), r["aggregate_decode_tokens_per_s"].get<double>(),
+                          r["per_card_decode_tokens_per_s"].get<double>(),
+                          r["sequential_decode_tokens_per_s"].get<double>(), r["decode_step_ms"].get<double>(),
+                          r["step_vs_roofline"].get<double>(), r["peak_rss_mib"].get<double>());
+            md << buf;
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+KEV_BENCH("pack", "packed vs one-at-a-time generation --model PATH [--precision bf16] [--n 1,2,4,8,16] "
+                  "[--prompt 128] [--gen 128] [--reps 3] [--out PREFIX]",
+          run_pack);
+
+}  // namespace kevbench

@@ -1,0 +1,163 @@
+// Packed generation: N cards answered together. One prefill forward carries every
+// prompt; each later step is one forward with one row per still-active card.
+//
+//   cards --prepare()--> PackPlan --run()--> forward --> Sampler --> StepEvent --> UI/CLI
+//
+// prepare() turns questions into chat prompts, tokens and a PackPlan (what the pack
+// view draws); run() executes it with a Planner deciding each step, one Sampler per
+// card (its own settings and random generator) and one StreamDecoder per card (whole
+// UTF-8 characters only, stop strings across tokens). A card's answer never depends on
+// the other cards of the pack: that is the isolation invariant the tests check.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kev/chat_template.h"
+#include "kev/pack_plan.h"
+#include "kev/planner.h"
+#include "kev/sampling.h"
+#include "kev/tokenizer.h"
+
+namespace kev {
+
+class Model;
+
+struct CardRequest {
+    std::string question;       // what the user typed (must not be blank)
+    SamplingSettings sampling;  // temperature unset: KEV_TEMPERATURE's default, else greedy
+};
+
+struct GenerationRequest {
+    std::vector<CardRequest> cards;
+    std::optional<std::string> system;  // a system message for every card (none: template default)
+    // Text every card sees (a document, instructions), computed once and shared. It
+    // becomes part of the system message; the tokens all prompts have in common are
+    // stored once, first in the cache.
+    std::string shared_context;
+    // Benchmarks only: never stop at an end-of-sequence token (fixed answer lengths).
+    bool ignore_end_of_sequence = false;
+    // Top-K log-probabilities of every generated token (0 = off), for kev-cli --logprobs.
+    std::int32_t logprobs = 0;
+};
+
+// A card's prompt as tokens, for callers that tokenize themselves (tests, benchmarks).
+struct TokenCard {
+    std::vector<TokenId> prompt;
+    SamplingSettings sampling;
+};
+
+struct CardStats {
+    std::int64_t prompt_tokens = 0;      // its own prompt, without the shared context
+    std::int64_t generated_tokens = 0;
+    double time_to_first_token_s = 0.0;  // from the start of the run
+    double tokens_per_s = 0.0;           // generated / time since its first token
+};
+
+// What changed for one card during a step.
+struct CardUpdate {
+    std::int32_t card = 0;
+    std::string text;                    // newly completed text (may be empty)
+    std::vector<TokenId> tokens;         // tokens sampled this step
+    std::optional<FinishReason> finished;
+    CardStats stats;
+};
+
+struct StepEvent {
+    std::int64_t step = 0;               // 0 = prefill
+    StepKind kind = StepKind::Prefill;
+    std::int32_t active_cards = 0;       // rows of this step's forward
+    double step_s = 0.0;                 // this step: forward + sampling
+    double elapsed_s = 0.0;              // since the start of the run
+    double aggregate_tokens_per_s = 0.0; // generated tokens of all cards / decode time
+    std::vector<CardUpdate> updates;
+};
+
+struct CardResult {
+    std::string text;                    // the answer (up to a stop string, if one matched)
+    std::vector<TokenId> tokens;         // generated ids (an end-of-sequence id not included)
+    FinishReason finish = FinishReason::MaxTokens;
+    std::string matched_stop;
+    std::uint64_t seed = 0;              // the seed its sampler used (to replay it)
+    float temperature = 0.0f;            // the temperature it ran with, resolved
+    CardStats stats;
+    // Per generated token, the top-K (token, log-probability) before sampling.
+    std::vector<std::vector<std::pair<TokenId, float>>> logprobs;
+    // Per generated token, the raw logits row (only when RunOptions::keep_logits).
+    std::vector<std::vector<float>> logits;
+};
+
+struct GenerationResult {
+    std::vector<CardResult> cards;
+    std::int64_t prefill_tokens = 0;
+    std::int64_t steps = 0;              // forwards, the prefill included
+    std::int64_t cache_bytes = 0;
+    double prefill_s = 0.0;
+    double total_s = 0.0;
+};
+
+// Cancellation requests, set from any thread, read between steps.
+class CancelFlags {
+public:
+    explicit CancelFlags(std::size_t cards);
+    void cancel_all() { all_.store(true, std::memory_order_relaxed); }
+    void cancel(std::size_t card);
+    bool all() const { return all_.load(std::memory_order_relaxed); }
+    bool card(std::size_t card) const;
+    std::size_t size() const { return n_; }
+
+private:
+    std::atomic<bool> all_{false};
+    std::unique_ptr<std::atomic<bool>[]> cards_;
+    std::size_t n_ = 0;
+};
+
+struct PreparedPack {
+    PackPlan plan;
+    std::vector<std::string> prompts;      // each card's whole prompt text (shared part included)
+    std::vector<SamplingSettings> sampling;  // temperatures resolved
+};
+
+struct RunOptions {
+    bool ignore_end_of_sequence = false;
+    std::int32_t logprobs = 0;
+    bool keep_logits = false;              // tests: keep every generated row's logits
+    std::function<void(const StepEvent&)> on_step;
+    CancelFlags* cancel = nullptr;         // may be null
+};
+
+class Generator {
+public:
+    // `tokenizer` may be null for token-level use (no text, no stop strings). Both must
+    // outlive the generator.
+    Generator(const Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat);
+
+    // Chat-formats and tokenizes the cards and lays out the pack; resolves temperatures
+    // from `defaults` (KEV_TEMPERATURE) where a card has none. Throws InvalidArgument
+    // naming the card (blank question, bad settings, too long for the context).
+    PreparedPack prepare(const GenerationRequest& request,
+                         const TemperatureDefaults& defaults = {}) const;
+    // The same for token prompts (no chat formatting).
+    PreparedPack prepare_tokens(const std::vector<TokenCard>& cards,
+                                const std::vector<TokenId>& shared_context,
+                                const TemperatureDefaults& defaults = {}) const;
+
+    // Runs a prepared pack to the end (every card finished or cancelled).
+    GenerationResult run(const PreparedPack& pack, const RunOptions& options = {}) const;
+
+    // The PackLimits this model imposes (context length, vocabulary, cache budget).
+    PackLimits limits() const;
+
+private:
+    const Model& model_;
+    const Tokenizer* tokenizer_;
+    std::optional<ChatTemplate> chat_;
+};
+
+}  // namespace kev

@@ -1,0 +1,288 @@
+// The generation loop: the Planner decides each step, the Model runs it, each card's
+// Sampler draws, each card's StreamDecoder turns ids into text.
+#include "kev/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+
+#include "kev/detokenizer.h"
+#include "kev/error.h"
+#include "kev/model.h"
+
+namespace kev {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool blank(const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
+}
+
+// The ids that end an answer: the tokenizer's end-of-turn markers and the model's eos.
+std::vector<TokenId> end_ids(const Model& model, const Tokenizer* tokenizer) {
+    std::vector<TokenId> ids;
+    if (tokenizer) ids = tokenizer->special_ids().end_of_generation;
+    for (std::int64_t id : model.config().eos_token_ids) ids.push_back(static_cast<TokenId>(id));
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return ids;
+}
+
+std::vector<std::int64_t> widen(const std::vector<TokenId>& v) {
+    return std::vector<std::int64_t>(v.begin(), v.end());
+}
+
+}  // namespace
+
+CancelFlags::CancelFlags(std::size_t cards) : cards_(new std::atomic<bool>[cards]), n_(cards) {
+    for (std::size_t i = 0; i < cards; ++i) cards_[i].store(false);
+}
+
+void CancelFlags::cancel(std::size_t card) {
+    if (card < n_) cards_[card].store(true, std::memory_order_relaxed);
+}
+
+bool CancelFlags::card(std::size_t card) const {
+    return card < n_ && cards_[card].load(std::memory_order_relaxed);
+}
+
+Generator::Generator(const Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat)
+    : model_(model), tokenizer_(tokenizer), chat_(std::move(chat)) {}
+
+PackLimits Generator::limits() const {
+    PackLimits l;
+    l.context_length = model_.config().max_positions;
+    l.vocab_size = model_.config().vocab_size;
+    return l;
+}
+
+PreparedPack Generator::prepare(const GenerationRequest& request, const TemperatureDefaults& defaults) const {
+    if (!tokenizer_) throw Error(ErrorCode::InvalidArgument, "this generator has no tokenizer: use prepare_tokens");
+    if (!chat_) throw Error(ErrorCode::InvalidArgument, "no chat format is chosen for this model");
+    if (request.cards.empty()) throw Error(ErrorCode::InvalidArgument, "there are no questions to answer");
+
+    std::optional<std::string> system = request.system;
+    if (!request.shared_context.empty()) {
+        system = system ? *system + "\n\n" + request.shared_context : request.shared_context;
+    }
+    std::vector<std::vector<TokenId>> prompts;
+    std::vector<std::string> texts;
+    for (std::size_t c = 0; c < request.cards.size(); ++c) {
+        const CardRequest& card = request.cards[c];
+        if (blank(card.question)) {
+            throw Error(ErrorCode::InvalidArgument, "card " + std::to_string(c + 1) + ": the question is empty");
+        }
+        texts.push_back(chat_->render(ChatPrompt{system, card.question}));
+        prompts.push_back(tokenizer_->encode(texts.back(), SpecialTokens::Parse));
+    }
+
+    // The shared context is the token prefix every prompt has in common: identical
+    // tokens at identical positions, so storing it once changes no card's logits.
+    std::vector<TokenId> shared;
+    if (!request.shared_context.empty()) {
+        std::size_t common = prompts[0].size() - 1;  // each card keeps at least one token
+        for (const auto& p : prompts) {
+            std::size_t k = 0;
+            const std::size_t limit = std::min(common, p.size() - 1);
+            while (k < limit && p[k] == prompts[0][k]) ++k;
+            common = k;
+        }
+        shared.assign(prompts[0].begin(), prompts[0].begin() + static_cast<std::ptrdiff_t>(common));
+    }
+    std::vector<TokenCard> cards;
+    for (std::size_t c = 0; c < prompts.size(); ++c) {
+        cards.push_back({std::vector<TokenId>(prompts[c].begin() + static_cast<std::ptrdiff_t>(shared.size()),
+                                              prompts[c].end()),
+                         request.cards[c].sampling});
+    }
+    PreparedPack pack = prepare_tokens(cards, shared, defaults);
+    pack.prompts = std::move(texts);
+    return pack;
+}
+
+PreparedPack Generator::prepare_tokens(const std::vector<TokenCard>& cards, const std::vector<TokenId>& shared_context,
+                                       const TemperatureDefaults& defaults) const {
+    PreparedPack pack;
+    for (const TokenCard& c : cards) pack.sampling.push_back(c.sampling);
+    resolve_temperatures(pack.sampling, defaults);
+    std::vector<CardPrompt> prompts;
+    for (std::size_t c = 0; c < cards.size(); ++c) {
+        try {
+            pack.sampling[c].validate();
+        } catch (const Error& e) {
+            throw Error(e.code(), "card " + std::to_string(c + 1) + ": " + e.what());
+        }
+        prompts.push_back({cards[c].prompt, pack.sampling[c].max_new_tokens});
+    }
+    pack.plan = build_pack_plan(prompts, shared_context, limits());
+    return pack;
+}
+
+GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& options) const {
+    const auto t_start = Clock::now();
+    const PackPlan& plan = pack.plan;
+    const std::int32_t n_cards = plan.cards();
+    const std::int64_t vocab = model_.config().vocab_size;
+
+    const std::vector<TokenId> eos = end_ids(model_, tokenizer_);
+    PlannerOptions planner_options;
+    if (!options.ignore_end_of_sequence) planner_options.end_of_sequence = eos;
+    Planner planner(plan, planner_options);
+
+    std::vector<Sampler> samplers;
+    std::vector<std::unique_ptr<StreamDecoder>> decoders;
+    GenerationResult result;
+    result.cards.resize(static_cast<std::size_t>(n_cards));
+    for (std::int32_t c = 0; c < n_cards; ++c) {
+        samplers.emplace_back(pack.sampling[static_cast<std::size_t>(c)]);
+        CardResult& r = result.cards[static_cast<std::size_t>(c)];
+        r.seed = samplers.back().seed();
+        r.temperature = pack.sampling[static_cast<std::size_t>(c)].temperature_or_default();
+        r.stats.prompt_tokens = plan.card(c).length();
+        if (tokenizer_) {
+            decoders.push_back(std::make_unique<StreamDecoder>(
+                *tokenizer_, pack.sampling[static_cast<std::size_t>(c)].stop_strings));
+        }
+    }
+
+    KvCache cache = model_.make_cache(plan.cache_slots);
+    result.cache_bytes = cache.bytes();
+    result.prefill_tokens = plan.rows();
+
+    std::vector<double> first_token_s(static_cast<std::size_t>(n_cards), -1.0);
+    double decode_start_s = 0.0;
+    std::int64_t decode_tokens = 0;
+    std::vector<float> scratch(static_cast<std::size_t>(vocab));
+
+    while (!planner.done()) {
+        if (options.cancel) {
+            if (options.cancel->all()) planner.request_cancel_all();
+            for (std::int32_t c = 0; c < n_cards; ++c) {
+                if (options.cancel->card(static_cast<std::size_t>(c))) planner.request_cancel(c);
+            }
+        }
+        const auto t_step = Clock::now();
+        const StepPlan step = planner.next_step();
+        StepEvent event;
+        event.step = step.index;
+        event.kind = step.kind;
+        event.active_cards = static_cast<std::int32_t>(step.rows.size());
+
+        std::vector<SampleResult> samples;
+        if (!step.rows.empty()) {
+            ForwardBatch batch;
+            if (step.kind == StepKind::Prefill) {
+                batch.tokens = widen(plan.tokens);
+                batch.positions = plan.positions;
+                batch.slots = plan.slots;
+                batch.kv_len = step.kv_len;
+                batch.mask = prefill_slot_mask(plan);
+            } else {
+                for (const StepRow& row : step.rows) {
+                    batch.tokens.push_back(row.token);
+                    batch.positions.push_back(row.position);
+                    batch.slots.push_back(row.slot);
+                }
+                batch.kv_len = step.kv_len;
+                batch.mask = step_slot_mask(step);
+            }
+            for (const StepRow& row : step.rows) batch.output_rows.push_back(row.output_row);
+
+            at::Tensor logits = model_.forward(batch, cache).to(at::kCPU).contiguous();  // [rows, V] fp32
+            const float* base = logits.data_ptr<float>();
+            for (std::size_t i = 0; i < step.rows.size(); ++i) {
+                const std::int32_t c = step.rows[i].card;
+                CardResult& r = result.cards[static_cast<std::size_t>(c)];
+                std::copy(base + i * vocab, base + (i + 1) * vocab, scratch.begin());
+                if (options.keep_logits) r.logits.emplace_back(scratch.begin(), scratch.end());
+                if (options.logprobs > 0) r.logprobs.push_back(top_logprobs(scratch.data(), scratch.size(), options.logprobs));
+                if (options.ignore_end_of_sequence) {
+                    for (TokenId id : eos) {
+                        if (id >= 0 && id < vocab) scratch[static_cast<std::size_t>(id)] = std::numeric_limits<float>::lowest();
+                    }
+                }
+                const std::vector<TokenId> history = planner.history(c);
+                samples.push_back(samplers[static_cast<std::size_t>(c)].sample(scratch.data(), scratch.size(), history));
+            }
+            planner.accept(step, samples);
+        }
+
+        const double now_s = seconds_since(t_start);
+        if (step.kind == StepKind::Prefill) {
+            result.prefill_s = now_s;
+            decode_start_s = now_s;
+        }
+        for (std::size_t i = 0; i < step.rows.size(); ++i) {
+            const std::int32_t c = step.rows[i].card;
+            const CardProgress& progress = planner.card(c);
+            CardResult& r = result.cards[static_cast<std::size_t>(c)];
+            CardUpdate update;
+            update.card = c;
+            // The planner keeps every sampled token except an end-of-sequence id.
+            if (progress.generated.size() > r.tokens.size()) {
+                const TokenId token = progress.generated.back();
+                r.tokens.push_back(token);
+                update.tokens.push_back(token);
+                ++decode_tokens;
+                if (first_token_s[static_cast<std::size_t>(c)] < 0) first_token_s[static_cast<std::size_t>(c)] = now_s;
+                if (!decoders.empty()) {
+                    StreamDecoder& d = *decoders[static_cast<std::size_t>(c)];
+                    update.text = d.push(token);
+                    if (d.stopped()) {
+                        r.matched_stop = d.matched_stop();
+                        planner.report_stop_string(c);
+                    }
+                }
+            }
+            event.updates.push_back(std::move(update));
+        }
+        for (std::int32_t c : planner.take_finished()) {
+            CardResult& r = result.cards[static_cast<std::size_t>(c)];
+            r.finish = *planner.card(c).finish;
+            auto it = std::find_if(event.updates.begin(), event.updates.end(),
+                                   [c](const CardUpdate& u) { return u.card == c; });
+            if (it == event.updates.end()) {
+                event.updates.push_back(CardUpdate{});
+                it = std::prev(event.updates.end());
+                it->card = c;
+            }
+            if (!decoders.empty() && !decoders[static_cast<std::size_t>(c)]->stopped()) {
+                it->text += decoders[static_cast<std::size_t>(c)]->flush();
+            }
+            it->finished = r.finish;
+        }
+        for (CardUpdate& u : event.updates) {
+            CardResult& r = result.cards[static_cast<std::size_t>(u.card)];
+            r.text += u.text;
+            r.stats.generated_tokens = static_cast<std::int64_t>(r.tokens.size());
+            const double first = first_token_s[static_cast<std::size_t>(u.card)];
+            r.stats.time_to_first_token_s = first < 0 ? 0.0 : first;
+            const double span = now_s - first;
+            r.stats.tokens_per_s = (first >= 0 && span > 0 && r.tokens.size() > 1)
+                                       ? static_cast<double>(r.tokens.size() - 1) / span
+                                       : 0.0;
+            u.stats = r.stats;
+        }
+        event.step_s = seconds_since(t_step);
+        event.elapsed_s = seconds_since(t_start);
+        const double decode_s = event.elapsed_s - decode_start_s;
+        event.aggregate_tokens_per_s =
+            decode_s > 0 && step.kind == StepKind::Decode ? static_cast<double>(decode_tokens) / decode_s : 0.0;
+        ++result.steps;
+        if (options.on_step) options.on_step(event);
+    }
+    result.total_s = seconds_since(t_start);
+    return result;
+}
+
+}  // namespace kev

@@ -1,0 +1,247 @@
+// Packed generation keeps every card isolated (DESIGN.md §1 invariants 1 and 2):
+// a card's logits and tokens in any pack equal those of the same card run alone.
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "kev/generator.h"
+#include "kev/model.h"
+#include "kev/session.h"
+#include "kev_test_env.h"
+
+namespace {
+
+struct Tiny {
+    std::unique_ptr<kev::Model> model;
+};
+
+std::unique_ptr<kev::Model> loadTiny(const QString& preset) {
+    const QString dir = kevtest::workDir("generate-" + preset);
+    if (!QFile::exists(dir + "/config.json")) {
+        const QByteArray out = kevtest::runReference("make_random_model.py", {"--preset", preset, "--out", dir});
+        if (!QFile::exists(dir + "/config.json")) return nullptr;
+    }
+    kev::LoadOptions options;
+    options.dtype = kev::DType::F32;
+    return kev::Model::load(dir.toStdString(), options);
+}
+
+std::vector<kev::TokenId> randomPrompt(std::mt19937& rng, int vocab, int minLen, int maxLen) {
+    std::uniform_int_distribution<int> len(minLen, maxLen), tok(3, vocab - 1);
+    std::vector<kev::TokenId> p(static_cast<std::size_t>(len(rng)));
+    for (auto& t : p) t = tok(rng);
+    return p;
+}
+
+kev::SamplingSettings greedy(int maxNew) {
+    kev::SamplingSettings s;
+    s.temperature = 0.0f;
+    s.max_new_tokens = maxNew;
+    return s;
+}
+
+kev::GenerationResult runCards(const kev::Model& m, const std::vector<kev::TokenCard>& cards,
+                               const std::vector<kev::TokenId>& shared, const kev::RunOptions& o = {}) {
+    kev::Generator g(m, nullptr, std::nullopt);
+    kev::RunOptions options = o;
+    options.keep_logits = true;
+    options.ignore_end_of_sequence = true;
+    return g.run(g.prepare_tokens(cards, shared), options);
+}
+
+float maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+    float m = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+    return m;
+}
+
+// Every card of `packed` equals its run alone: same tokens, logits within tol.
+void expectIsolated(const kev::Model& m, const std::vector<kev::TokenCard>& cards,
+                    const std::vector<kev::TokenId>& shared, const kev::GenerationResult& packed,
+                    float tol = 1e-4f) {
+    for (std::size_t c = 0; c < cards.size(); ++c) {
+        const auto alone = runCards(m, {cards[c]}, shared);
+        const auto& a = alone.cards[0];
+        const auto& p = packed.cards[c];
+        QCOMPARE(p.tokens, a.tokens);
+        QCOMPARE(p.logits.size(), a.logits.size());
+        for (std::size_t s = 0; s < a.logits.size(); ++s) {
+            const float d = maxAbsDiff(p.logits[s], a.logits[s]);
+            QVERIFY2(d <= tol, qPrintable(QString("card %1 step %2: max abs diff %3").arg(c).arg(s).arg(d)));
+        }
+    }
+}
+
+}  // namespace
+
+class TestGenerate : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase() {
+        for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+            auto m = loadTiny(preset);
+            QVERIFY2(m, preset);
+            models_.push_back(std::move(m));
+        }
+    }
+
+    void randomPacksAreIsolated_data() {
+        QTest::addColumn<int>("model");
+        QTest::addColumn<int>("seed");
+        QTest::addColumn<bool>("withShared");
+        for (int model = 0; model < 3; ++model) {
+            for (int seed = 0; seed < 3; ++seed) {
+                QTest::addRow("model%d-seed%d", model, seed) << model << seed << false;
+                QTest::addRow("model%d-seed%d-shared", model, seed) << model << seed << true;
+            }
+        }
+    }
+
+    void randomPacksAreIsolated() {
+        QFETCH(int, model);
+        QFETCH(int, seed);
+        QFETCH(bool, withShared);
+        const kev::Model& m = *models_[static_cast<std::size_t>(model)];
+        std::mt19937 rng(static_cast<unsigned>(seed * 7 + model));
+        const int vocab = static_cast<int>(m.config().vocab_size);
+        std::uniform_int_distribution<int> nCards(1, 16), maxNew(1, 12);
+        std::vector<kev::TokenCard> cards;
+        const int n = nCards(rng);
+        for (int c = 0; c < n; ++c) cards.push_back({randomPrompt(rng, vocab, 1, 40), greedy(maxNew(rng))});
+        const auto shared = withShared ? randomPrompt(rng, vocab, 1, 30) : std::vector<kev::TokenId>{};
+        const auto packed = runCards(m, cards, shared);
+        expectIsolated(m, cards, shared, packed);
+    }
+
+    void changingOneCardNeverChangesAnother() {
+        const kev::Model& m = *models_[0];
+        std::mt19937 rng(11);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 5; ++c) cards.push_back({randomPrompt(rng, 512, 5, 30), greedy(10)});
+        const auto base = runCards(m, cards, {});
+        auto changed = cards;
+        changed[2].prompt = randomPrompt(rng, 512, 40, 60);  // change one
+        changed.push_back({randomPrompt(rng, 512, 3, 8), greedy(16)});  // add one
+        changed.erase(changed.begin() + 4);  // remove one
+        const auto after = runCards(m, changed, {});
+        for (int c : {0, 1, 3}) QCOMPARE(after.cards[c].tokens, base.cards[c].tokens);
+    }
+
+    void sharedContextEqualsTheConcatenatedPrompt() {
+        const kev::Model& m = *models_[2];
+        std::mt19937 rng(5);
+        const auto shared = randomPrompt(rng, 512, 20, 20);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 4; ++c) cards.push_back({randomPrompt(rng, 512, 3, 15), greedy(8)});
+        const auto packed = runCards(m, cards, shared);
+        for (std::size_t c = 0; c < cards.size(); ++c) {
+            kev::TokenCard whole = cards[c];
+            whole.prompt.insert(whole.prompt.begin(), shared.begin(), shared.end());
+            const auto alone = runCards(m, {whole}, {});
+            QCOMPARE(packed.cards[c].tokens, alone.cards[0].tokens);
+            for (std::size_t s = 0; s < alone.cards[0].logits.size(); ++s) {
+                QVERIFY(maxAbsDiff(packed.cards[c].logits[s], alone.cards[0].logits[s]) <= 1e-4f);
+            }
+        }
+    }
+
+    void seededSamplingIsTheSameAloneAndPacked() {
+        const kev::Model& m = *models_[1];
+        std::mt19937 rng(3);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 6; ++c) {
+            kev::SamplingSettings s;
+            s.temperature = 0.3f + 0.25f * static_cast<float>(c);
+            s.top_p = 0.95f;
+            s.top_k = c % 2 ? 40 : 0;
+            s.seed = 1000 + static_cast<std::uint64_t>(c);
+            s.max_new_tokens = 12;
+            cards.push_back({randomPrompt(rng, 512, 4, 20), s});
+        }
+        const auto packed = runCards(m, cards, {});
+        for (std::size_t c = 0; c < cards.size(); ++c) {
+            const auto alone = runCards(m, {cards[c]}, {});
+            QCOMPARE(packed.cards[c].tokens, alone.cards[0].tokens);
+            QCOMPARE(packed.cards[c].seed, std::uint64_t(1000 + c));
+        }
+        // A different seed gives a different answer (12 tokens at temperature 1.55).
+        auto other = cards[5];
+        other.sampling.seed = 4242;
+        QVERIFY(runCards(m, {other}, {}).cards[0].tokens != packed.cards[5].tokens);
+    }
+
+    void cancellingOneCardLeavesTheOthersUnchanged() {
+        const kev::Model& m = *models_[0];
+        std::mt19937 rng(9);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 4; ++c) cards.push_back({randomPrompt(rng, 512, 5, 20), greedy(20)});
+        const auto full = runCards(m, cards, {});
+        kev::CancelFlags cancel(cards.size());
+        kev::RunOptions o;
+        o.cancel = &cancel;
+        o.on_step = [&](const kev::StepEvent& ev) {
+            if (ev.step == 3) cancel.cancel(1);
+        };
+        const auto cut = runCards(m, cards, {}, o);
+        QCOMPARE(cut.cards[1].finish, kev::FinishReason::Cancelled);
+        // Cancelled after step 3: the card took the prefill token and three decode tokens.
+        QCOMPARE(cut.cards[1].tokens.size(), std::size_t(4));
+        QVERIFY(std::equal(cut.cards[1].tokens.begin(), cut.cards[1].tokens.end(), full.cards[1].tokens.begin()));
+        for (int c : {0, 2, 3}) {
+            QCOMPARE(cut.cards[c].tokens, full.cards[c].tokens);
+            QCOMPARE(cut.cards[c].finish, kev::FinishReason::MaxTokens);
+        }
+    }
+
+    void cancellingTheRunStopsEveryCardWithinOneStep() {
+        const kev::Model& m = *models_[0];
+        std::mt19937 rng(10);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 3; ++c) cards.push_back({randomPrompt(rng, 512, 5, 20), greedy(50)});
+        kev::CancelFlags cancel(cards.size());
+        kev::RunOptions o;
+        o.cancel = &cancel;
+        std::int64_t lastStep = -1;
+        o.on_step = [&](const kev::StepEvent& ev) {
+            lastStep = ev.step;
+            if (ev.step == 2) cancel.cancel_all();
+        };
+        const auto cut = runCards(m, cards, {}, o);
+        QVERIFY2(lastStep <= 3, qPrintable(QString("ran until step %1").arg(lastStep)));
+        for (const auto& c : cut.cards) QCOMPARE(c.finish, kev::FinishReason::Cancelled);
+    }
+
+    void builtinModelAnswersEightQuestionsPackedAsAlone() {
+        kev::SessionOptions options;
+        const auto session = kev::Session::open(kevtest::builtinModel().toStdString(), options);
+        QVERIFY(session->chat().has_value());
+        const QStringList questions{
+            "What is the capital of France?", "Name three primary colors.",
+            "Write a haiku about the sea.", "What is 12 times 12?",
+            "Explain photosynthesis in one sentence.", "Who wrote Romeo and Juliet?",
+            "Give me a synonym for happy.", "What is the boiling point of water in Celsius?"};
+        kev::GenerationRequest request;
+        for (const QString& q : questions) request.cards.push_back({q.toStdString(), greedy(40)});
+        const kev::Generator g = session->generator();
+        const auto packed = g.run(g.prepare(request));
+        for (int q = 0; q < questions.size(); ++q) {
+            kev::GenerationRequest one;
+            one.cards.push_back(request.cards[static_cast<std::size_t>(q)]);
+            const auto alone = g.run(g.prepare(one));
+            QVERIFY2(!alone.cards[0].text.empty(), qPrintable(questions[q]));
+            QCOMPARE(QString::fromStdString(packed.cards[static_cast<std::size_t>(q)].text),
+                     QString::fromStdString(alone.cards[0].text));
+            QCOMPARE(packed.cards[static_cast<std::size_t>(q)].tokens, alone.cards[0].tokens);
+        }
+        QVERIFY(QString::fromStdString(packed.cards[0].text).contains("Paris"));
+    }
+
+private:
+    std::vector<std::unique_ptr<kev::Model>> models_;
+};
+
+QTEST_GUILESS_MAIN(TestGenerate)
+#include "tst_generate.moc"
