@@ -1,35 +1,125 @@
 #include "main_window.h"
 
 #include <QAction>
+#include <algorithm>
+#include <QCheckBox>
+#include <QCloseEvent>
+#include <QDateTime>
 #include <QComboBox>
-#include <QKeySequence>
+#include <QDir>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QInputDialog>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLocale>
+#include <QMenu>
+#include <QPlainTextEdit>
+#include <QPointer>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QScrollArea>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QStatusBar>
-#include <QToolBar>
-#include <QVBoxLayout>
+#include <QTimer>
+#include <QToolButton>
 
+#include "engine_worker.h"
+#include "gauge_panel.h"
 #include "kev/engine_info.h"
+#include "main_window_keys.h"
 #include "model_summary.h"
+#include "pack_view.h"
+#include "question_card.h"
+#include "run_controller.h"
 
 namespace kevui {
+
+using namespace window;
+
+namespace {
+
+constexpr int kAutosaveMs = 700;
+constexpr int kPreviewMs = 400;
+
+QVector<CardState> firstRunCards() {
+    QVector<CardState> cards;
+    const double temps[] = {0.0, 0.7, 1.2};
+    const QString questions[] = {QStringLiteral("What is the capital of France?"),
+                                 QStringLiteral("Write a haiku about the sea."),
+                                 QStringLiteral("Explain in two sentences why the sky is blue.")};
+    for (int i = 0; i < 3; ++i) {
+        CardState c;
+        c.settings.question = questions[i];
+        c.settings.temperature = temps[i];
+        cards.push_back(c);
+    }
+    return cards;
+}
+
+}  // namespace
+
+QString MainWindow::defaultModelPath() {
+    const QString last = QSettings().value(QLatin1String(kSettingLastModel)).toString();
+    if (!last.isEmpty() && QFileInfo::exists(last)) return last;
+    return QString::fromStdString(kev::builtin_model_path());
+}
+
+QString MainWindow::workspacePath() {
+    const QString env = qEnvironmentVariable("KEV_WORKSPACE");
+    if (!env.isEmpty()) return env;
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    QDir().mkpath(dir);
+    return dir + QStringLiteral("/workspace.json");
+}
 
 MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
     : QMainWindow(parent), modelPath_(modelPath) {
     setWindowTitle(QStringLiteral("Kev"));
     setObjectName(QStringLiteral("kevMainWindow"));
-    resize(1200, 760);
-    buildToolbar();
+    setWindowIcon(kevIcon());
+    resize(1280, 820);
 
-    auto* central = new QWidget(this);
-    auto* layout = new QVBoxLayout(central);
-    modelStatus_ = new QLabel(central);
-    modelStatus_->setObjectName(QStringLiteral("modelStatus"));
-    modelStatus_->setWordWrap(true);
-    modelStatus_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    layout->addWidget(modelStatus_);
-    layout->addStretch(1);
-    setCentralWidget(central);
+    engine_ = new EngineHost(this);
+    connect(engine_, &EngineHost::modelLoaded, this, &MainWindow::onModelLoaded);
+    connect(engine_, &EngineHost::loadFailed, this, &MainWindow::onLoadFailed);
+    connect(engine_, &EngineHost::loadProgress, this, [this](int done, int total) {
+        loadProgress_->setRange(0, std::max(1, total));
+        loadProgress_->setValue(done);
+    });
+    connect(engine_, &EngineHost::previewReady, this, [this](const PackPreview& p) { packView_->setPreview(p); });
+    connect(engine_, &EngineHost::previewFailed, this, [this](const QString& m) { packView_->setMessage(m); });
+
+    autosave_ = new QTimer(this);
+    autosave_->setSingleShot(true);
+    autosave_->setInterval(kAutosaveMs);
+    connect(autosave_, &QTimer::timeout, this, &MainWindow::saveWorkspaceNow);
+    preview_ = new QTimer(this);
+    preview_->setSingleShot(true);
+    preview_->setInterval(kPreviewMs);
+    connect(preview_, &QTimer::timeout, this, &MainWindow::requestPreview);
+
+    buildActions();
+    buildToolbar();
+    buildMenus();
+    buildCentral();
+    runs_ = new RunController(engine_, gauges_, packView_, this);
+    connect(runs_, &RunController::windowMessage, this, &MainWindow::showWindowMessage);
+    connect(runs_, &RunController::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m); });
+    connect(runs_, &RunController::answersChanged, this, &MainWindow::scheduleAutosave);
+    connect(runs_, &RunController::runDone, this, [this] {
+        saveWorkspaceNow();
+        updateActions();
+        schedulePreview();
+        Q_EMIT runDone();
+    });
+    restoreSettings();
+    restoreWorkspace();
 
     const kev::EngineInfo info = kev::engine_info();
     statusBar()->showMessage(QStringLiteral("libtorch %1 · CPU %2 · %3 threads%4")
@@ -37,50 +127,285 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
                                       QString::fromStdString(info.cpu_capability))
                                  .arg(info.cpu_threads)
                                  .arg(info.cuda_available ? QStringLiteral(" · CUDA") : QString()));
-    showModel(modelPath_);
+    openModel(modelPath_);
+    updateActions();
 }
 
-void MainWindow::buildToolbar() {
-    QToolBar* bar = addToolBar(QStringLiteral("Main"));
-    bar->setObjectName(QStringLiteral("mainToolbar"));
-    bar->setMovable(false);
+MainWindow::~MainWindow() {
+    if (autosave_->isActive()) saveWorkspaceNow();
+    writeSettings();
+}
 
-    modelLabel_ = new QLabel(bar);
-    modelLabel_->setObjectName(QStringLiteral("modelLabel"));
-    bar->addWidget(modelLabel_);
-    bar->addSeparator();
+// ---- Settings and workspace ----------------------------------------------------------
 
-    device_ = new QComboBox(bar);
-    device_->setObjectName(QStringLiteral("deviceCombo"));
-    device_->addItem(QStringLiteral("CPU"));
-    const kev::EngineInfo info = kev::engine_info();
-    device_->addItem(QStringLiteral("CUDA"));
-    if (!info.cuda_available) {
-        // Keep the option visible but say why it cannot be chosen.
-        device_->setItemData(1, 0, Qt::UserRole - 1);
-        device_->setItemData(1, QStringLiteral("No CUDA device is visible to this libtorch"),
-                             Qt::ToolTipRole);
+void MainWindow::restoreSettings() {
+    QSettings s;
+    restoring_ = true;
+    restoreGeometry(s.value(QLatin1String(kSettingGeometry)).toByteArray());
+    restoreState(s.value(QLatin1String(kSettingState)).toByteArray());
+    const int precision = s.value(QLatin1String(kSettingPrecision), kPrecisionF32).toInt();
+    if (precision == kPrecisionHalf || precision == kPrecisionF32) precision_->setCurrentIndex(precision);
+    const int device = s.value(QLatin1String(kSettingDevice), 0).toInt();
+    if (device == 1 && kev::engine_info().cuda_available) device_->setCurrentIndex(1);
+    restoring_ = false;
+}
+
+void MainWindow::writeSettings() {
+    QSettings s;
+    s.setValue(QLatin1String(kSettingGeometry), saveGeometry());
+    s.setValue(QLatin1String(kSettingState), saveState());
+    s.setValue(QLatin1String(kSettingPrecision), precision_->currentIndex());
+    s.setValue(QLatin1String(kSettingDevice), device_->currentIndex());
+}
+
+void MainWindow::restoreWorkspace() {
+    const LoadedWorkspace loaded = loadWorkspace(workspacePath());
+    if (!loaded.error.isEmpty()) showWindowMessage(loaded.error, Tone::Error);
+    Workspace w;
+    if (loaded.workspace && !loaded.workspace->cards.isEmpty()) {
+        w = *loaded.workspace;
+    } else {
+        w.cards = firstRunCards();
     }
-    bar->addWidget(device_);
-
-    precision_ = new QComboBox(bar);
-    precision_->setObjectName(QStringLiteral("precisionCombo"));
-    precision_->addItems({QStringLiteral("4-bit"), QStringLiteral("half"), QStringLiteral("fp32")});
-    bar->addWidget(precision_);
-    bar->addSeparator();
-
-    run_ = bar->addAction(QStringLiteral("Run"));
-    run_->setObjectName(QStringLiteral("runAction"));
-    run_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
-    run_->setEnabled(false);
-    run_->setToolTip(QStringLiteral("Generation arrives with the packed-generation engine"));
-    stop_ = bar->addAction(QStringLiteral("Stop"));
-    stop_->setObjectName(QStringLiteral("stopAction"));
-    stop_->setShortcut(QKeySequence(Qt::Key_Escape));
-    stop_->setEnabled(false);
+    setWorkspace(w);
 }
 
-void MainWindow::showModel(const QString& path) {
+void MainWindow::setWorkspace(const Workspace& w) {
+    restoring_ = true;
+    for (QuestionCard* c : cards_) {
+        c->hide();
+        c->deleteLater();
+    }
+    cards_.clear();
+    for (const CardState& c : w.cards) addCard(c);
+    sharedContext_->setPlainText(w.sharedContext);
+    if (!w.sharedContext.isEmpty()) sharedToggle_->setChecked(true);
+    restoring_ = false;
+    scheduleAutosave();
+    schedulePreview();
+}
+
+Workspace MainWindow::workspace() const {
+    Workspace w;
+    w.sharedContext = sharedContext_->toPlainText();
+    w.model = engine_->hasModel() ? engine_->model().path : modelPath_;
+    for (const QuestionCard* c : cards_) w.cards.push_back(c->state());
+    return w;
+}
+
+void MainWindow::saveWorkspaceNow() {
+    autosave_->stop();
+    QString error;
+    if (!saveWorkspace(workspacePath(), workspace(), WithAnswers::Yes, &error))
+        showWindowMessage(QStringLiteral("Autosave failed: %1").arg(error), Tone::Error);
+}
+
+void MainWindow::scheduleAutosave() {
+    // Not restarted by every change: while answers stream, a save still happens at least
+    // every kAutosaveMs, so a killed process loses at most that much.
+    if (!restoring_ && !autosave_->isActive()) autosave_->start();
+}
+
+bool MainWindow::loadQuestionSet(const QString& path) {
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly)) {
+        showWindowMessage(QStringLiteral("Cannot open the question set %1: %2").arg(path, file.errorString()), Tone::Error);
+        return false;
+    }
+    QString error;
+    const std::optional<Workspace> w = workspaceFromJson(file.readAll(), &error);
+    if (!w || w->cards.isEmpty()) {
+        showWindowMessage(QStringLiteral("%1 is not a usable question set: %2")
+                              .arg(path, w ? QStringLiteral("it has no cards") : error), Tone::Error);
+        return false;
+    }
+    if (isRunning()) stop();
+    setWorkspace(*w);
+    showWindowMessage(QStringLiteral("Loaded %1 questions from %2").arg(w->cards.size()).arg(QFileInfo(path).fileName()), Tone::Note);
+    return true;
+}
+
+bool MainWindow::saveQuestionSet(const QString& path) {
+    QString error;
+    if (!saveWorkspace(path, workspace(), WithAnswers::No, &error)) {
+        showWindowMessage(error, Tone::Error);
+        return false;
+    }
+    return true;
+}
+
+bool MainWindow::exportMarkdown(const QString& path) {
+    QSaveFile file(path);
+    if (file.open(QIODevice::WriteOnly)) {
+        file.write(answersMarkdown(workspace()).toUtf8());
+        if (file.commit()) return true;
+    }
+    showWindowMessage(QStringLiteral("Cannot write %1: %2").arg(path, file.errorString()), Tone::Error);
+    return false;
+}
+
+bool MainWindow::exportJson(const QString& path) {
+    QJsonObject o = toJson(workspace(), WithAnswers::Yes);
+    if (engine_->hasModel()) {
+        const ModelInfo& m = engine_->model();
+        o[QStringLiteral("model_info")] = QJsonObject{
+            {QStringLiteral("path"), m.path},
+            {QStringLiteral("architecture"), m.architecture},
+            {QStringLiteral("device"), QString::fromLatin1(kev::to_string(m.device))},
+            {QStringLiteral("dtype"), QString::fromLatin1(kev::to_string(m.dtype))},
+            {QStringLiteral("weight_bytes"), m.weightBytes},
+            {QStringLiteral("parameters"), m.parameters}};
+    }
+    QSaveFile file(path);
+    if (file.open(QIODevice::WriteOnly)) {
+        file.write(QJsonDocument(o).toJson(QJsonDocument::Indented));
+        if (file.commit()) return true;
+    }
+    showWindowMessage(QStringLiteral("Cannot write %1: %2").arg(path, file.errorString()), Tone::Error);
+    return false;
+}
+
+// ---- Cards ---------------------------------------------------------------------------
+
+void MainWindow::connectCard(QuestionCard* card) {
+    connect(card, &QuestionCard::changed, this, [this] {
+        scheduleAutosave();
+        schedulePreview();
+    });
+    connect(card, &QuestionCard::duplicateRequested, this, [this, card] { duplicateCard(card); });
+    connect(card, &QuestionCard::removeRequested, this, [this, card] { removeCard(card); });
+    connect(card, &QuestionCard::moveRequested, this, [this, card](int delta) { moveCard(card, delta); });
+    connect(card, &QuestionCard::replayRequested, this, [this, card] { replayCard(card); });
+    connect(card, &QuestionCard::sweepRequested, this, [this, card] {
+        const QStringList kinds{QStringLiteral("Temperature (0 to 1.5, one seed)"),
+                                QStringLiteral("Seed (same temperature)")};
+        bool ok = false;
+        const QString kind = QInputDialog::getItem(this, QStringLiteral("Sweep"), QStringLiteral("Vary:"), kinds, 0, false, &ok);
+        if (!ok) return;
+        const int n = QInputDialog::getInt(this, QStringLiteral("Sweep"), QStringLiteral("Variants, side by side in one pack:"),
+                                           4, 2, 8, 1, &ok);
+        if (ok) sweepCard(card, n, kind == kinds[0] ? SweepOver::Temperature : SweepOver::Seed);
+    });
+    connect(card, &QuestionCard::stopRequested, this, [this, card] { runs_->stopCard(card); });
+}
+
+QuestionCard* MainWindow::addCard(const CardState& state) {
+    auto* card = new QuestionCard(cardRow_);
+    card->setState(state);
+    connectCard(card);
+    cards_.push_back(card);
+    cardLayout_->insertWidget(cardLayout_->indexOf(addCardButton_), card);
+    renumberCards();
+    scheduleAutosave();
+    schedulePreview();
+    if (!restoring_) {
+        card->questionEdit()->setFocus();
+        QTimer::singleShot(0, this, [this, card = QPointer<QuestionCard>(card)] {
+            if (card) cardScroll_->ensureWidgetVisible(card);
+        });
+    }
+    return card;
+}
+
+QuestionCard* MainWindow::duplicateCard(QuestionCard* card) {
+    const int at = cards_.indexOf(card);
+    if (at < 0) return nullptr;
+    CardState state;
+    state.settings = card->settings();
+    // The side-by-side use: the same question at another temperature.
+    state.settings.temperature = state.settings.temperature + 0.3 <= 2.0 ? state.settings.temperature + 0.3 : 0.0;
+    auto* copy = new QuestionCard(cardRow_);
+    copy->setState(state);
+    connectCard(copy);
+    cards_.insert(at + 1, copy);
+    cardLayout_->insertWidget(cardLayout_->indexOf(card) + 1, copy);
+    renumberCards();
+    scheduleAutosave();
+    schedulePreview();
+    return copy;
+}
+
+void MainWindow::removeCard(QuestionCard* card) {
+    const int at = cards_.indexOf(card);
+    if (at < 0) return;
+    runs_->stopCard(card);
+    cards_.removeAt(at);
+    cardLayout_->removeWidget(card);
+    card->hide();
+    card->deleteLater();  // it may be the sender of the click that removes it
+    renumberCards();
+    scheduleAutosave();
+    schedulePreview();
+}
+
+void MainWindow::moveCard(QuestionCard* card, int delta) {
+    const int from = cards_.indexOf(card);
+    const int to = from + delta;
+    if (from < 0 || to < 0 || to >= cards_.size()) return;
+    cards_.move(from, to);
+    cardLayout_->removeWidget(card);
+    cardLayout_->insertWidget(to, card);  // cards come first in the row layout, in order
+    renumberCards();
+    scheduleAutosave();
+    schedulePreview();
+}
+
+void MainWindow::sweepCard(QuestionCard* card, int n, SweepOver over) {
+    if (cards_.indexOf(card) < 0 || n < 2) return;
+    CardSettings base = card->settings();
+    if (!base.seed) base.seed = static_cast<quint64>(QDateTime::currentMSecsSinceEpoch()) & 0xffffffffu;
+    // A seed sweep at temperature 0 would give n identical greedy answers.
+    if (over == SweepOver::Seed && base.temperature == 0.0) base.temperature = 0.8;
+    constexpr double kSweepTop = 1.5;
+    QuestionCard* previous = card;
+    for (int k = 0; k < n; ++k) {
+        // Everything but the swept setting stays, so differences come from it alone.
+        CardSettings s = base;
+        if (over == SweepOver::Temperature) s.temperature = kSweepTop * k / (n - 1);
+        else s.seed = *base.seed + static_cast<quint64>(k);
+        if (k == 0) {
+            card->setSettings(s);
+            continue;
+        }
+        auto* variant = new QuestionCard(cardRow_);
+        variant->setState(CardState{s, {}});
+        connectCard(variant);
+        cards_.insert(cards_.indexOf(previous) + 1, variant);
+        cardLayout_->insertWidget(cardLayout_->indexOf(previous) + 1, variant);
+        previous = variant;
+    }
+    renumberCards();
+    scheduleAutosave();
+    schedulePreview();
+}
+
+void MainWindow::renumberCards() {
+    for (int i = 0; i < cards_.size(); ++i) cards_[i]->setIndex(i);
+}
+
+void MainWindow::setSharedContext(const QString& text) {
+    sharedContext_->setPlainText(text);
+    sharedToggle_->setChecked(!text.isEmpty());
+}
+
+// ---- Model ---------------------------------------------------------------------------
+
+LoadSettings MainWindow::loadSettings() const {
+    LoadSettings s;
+    s.device = device_->currentIndex() == 1 ? kev::Device::Cuda : kev::Device::Cpu;
+    if (precision_->currentIndex() == kPrecisionHalf)
+        s.dtype = s.device == kev::Device::Cuda ? kev::DType::F16 : kev::DType::BF16;
+    else
+        s.dtype = kev::DType::F32;
+    return s;
+}
+
+void MainWindow::showModelSummary(const QString& path) {
+    if (QFileInfo(path).isDir()) {
+        modelLabel_->setText(QFileInfo(path).fileName());
+        modelStatus_->setText(QStringLiteral("%1 · Hugging Face folder · loading…").arg(path));
+        return;
+    }
     const ModelSummary s = summarizeModel(path);
     if (!s.ok) {
         modelLabel_->setText(QStringLiteral("No model"));
@@ -88,12 +413,150 @@ void MainWindow::showModel(const QString& path) {
         return;
     }
     modelLabel_->setText(s.name);
-    modelStatus_->setText(QStringLiteral("%1 · %2 · %3 tensors · %4")
+    modelStatus_->setText(QStringLiteral("%1 · %2 · %3 tensors · %4 · loading…")
                               .arg(s.name, s.architecture)
                               .arg(s.tensorCount)
                               .arg(QLocale().formattedDataSize(s.fileBytes)));
 }
 
+void MainWindow::openModel(const QString& path) {
+    modelPath_ = path;
+    showModelSummary(path);
+    if (!QFileInfo::exists(path)) {
+        modelStatus_->setText(QStringLiteral("Model not found: %1").arg(path));
+        Q_EMIT modelFailed(modelStatus_->text());
+        updateActions();
+        return;
+    }
+    reloadModel();
+}
+
+void MainWindow::reloadModel() {
+    if (modelPath_.isEmpty() || !QFileInfo::exists(modelPath_)) return;
+    if (isRunning()) stop();
+    loadProgress_->setRange(0, 0);
+    loadProgress_->setVisible(true);
+    cancelLoad_->setVisible(true);
+    engine_->load(modelPath_, loadSettings());
+    updateActions();
+}
+
+void MainWindow::onModelLoaded(const ModelInfo& info) {
+    loadProgress_->setVisible(false);
+    cancelLoad_->setVisible(false);
+    modelPath_ = info.path;
+    modelStatus_->setText(QStringLiteral("%1 · %2 · %3 parameters · %4 %5 on %6 · loaded in %7 s%8")
+                              .arg(info.name, info.architecture)
+                              .arg(QLocale().toString(info.parameters))
+                              .arg(QLocale().formattedDataSize(info.weightBytes),
+                                   QString::fromLatin1(kev::to_string(info.dtype)),
+                                   QString::fromLatin1(kev::to_string(info.device)))
+                              .arg(info.loadSeconds, 0, 'f', 1)
+                              .arg(info.chatNote.isEmpty() ? QString() : QStringLiteral(" · ") + info.chatNote));
+    gauges_->setModelBytes(info.weightBytes);
+    QSettings s;
+    s.setValue(QLatin1String(kSettingLastModel), info.path);
+    QStringList recent = s.value(QLatin1String(kSettingRecent)).toStringList();
+    recent.removeAll(info.path);
+    recent.prepend(info.path);
+    while (recent.size() > kMaxRecentModels) recent.removeLast();
+    s.setValue(QLatin1String(kSettingRecent), recent);
+    rebuildRecentMenu();
+    updateActions();
+    schedulePreview();
+    Q_EMIT modelReady();
+}
+
+void MainWindow::onLoadFailed(const QString& path, const QString& message) {
+    loadProgress_->setVisible(false);
+    cancelLoad_->setVisible(false);
+    QString text = QStringLiteral("Could not load %1: %2").arg(path, message);
+    if (engine_->hasModel()) {
+        text += QStringLiteral(" (still using %1 as %2)")
+                    .arg(engine_->model().name, QString::fromLatin1(kev::to_string(engine_->model().dtype)));
+        // The combos show what is loaded, not what failed.
+        restoring_ = true;
+        device_->setCurrentIndex(engine_->model().device == kev::Device::Cuda ? 1 : 0);
+        precision_->setCurrentIndex(engine_->model().dtype == kev::DType::F32 ? kPrecisionF32 : kPrecisionHalf);
+        restoring_ = false;
+        modelPath_ = engine_->model().path;
+    }
+    modelStatus_->setText(text);
+    updateActions();
+    Q_EMIT modelFailed(text);
+}
+
+// ---- Running -------------------------------------------------------------------------
+
+bool MainWindow::isRunning() const { return engine_->running(); }
+
+bool MainWindow::runAll() {
+    const bool started = runs_->runAll(cards_, sharedContext_->toPlainText());
+    updateActions();
+    return started;
+}
+
+bool MainWindow::replayCard(QuestionCard* card) {
+    const int at = cards_.indexOf(card);
+    if (at < 0) return false;
+    const bool started = runs_->replay(card, at, sharedContext_->toPlainText());
+    updateActions();
+    return started;
+}
+
+void MainWindow::stop() { runs_->stop(); }
+
+// ---- Small helpers -------------------------------------------------------------------
+
+void MainWindow::schedulePreview() {
+    if (!restoring_) preview_->start();
+}
+
+void MainWindow::requestPreview() {
+    if (!engine_->hasModel()) {
+        packView_->setMessage(QStringLiteral("The pack appears here once a model is loaded."));
+        return;
+    }
+    if (isRunning()) return;  // the run's own pack is on show
+    kev::GenerationRequest request;
+    request.shared_context = sharedContext_->toPlainText().toStdString();
+    QVector<int> cardOfRequest;
+    for (int i = 0; i < cards_.size(); ++i) {
+        const CardSettings s = cards_[i]->settings();
+        if (s.question.trimmed().isEmpty()) continue;  // not packable yet
+        request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling()});
+        cardOfRequest.push_back(i);
+    }
+    if (request.cards.empty()) {
+        packView_->setMessage(QStringLiteral("Type a question to see how the cards are packed."));
+        return;
+    }
+    engine_->preview(request, cardOfRequest);
+}
+
+void MainWindow::updateActions() {
+    const bool running = isRunning();
+    run_->setEnabled(!running && !engine_->loading());
+    stop_->setEnabled(running);
+    device_->setEnabled(!running && !engine_->loading());
+    precision_->setEnabled(!running && !engine_->loading());
+    openModel_->setEnabled(!running);
+}
+
+void MainWindow::showWindowMessage(const QString& text, Tone tone) {
+    message_->setText(text);
+    message_->setStyleSheet(tone == Tone::Error ? QStringLiteral("QLabel { color: #b00020; font-weight: bold; }")
+                                    : QStringLiteral("QLabel { color: #1b5e20; }"));
+    message_->setVisible(!text.isEmpty());
+}
+
 QString MainWindow::modelStatus() const { return modelStatus_->text(); }
+QString MainWindow::windowMessage() const { return message_->text(); }
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    saveWorkspaceNow();
+    writeSettings();
+    event->accept();
+}
 
 }  // namespace kevui

@@ -1,35 +1,148 @@
 // The main window: toolbar, the row of question cards, gauges and the pack view.
-// It wires widgets together and holds no engine logic of its own.
+// It wires widgets to the EngineHost and holds no engine logic of its own: requests are
+// built from the cards' plain settings, answers come back as value types.
 #pragma once
 
+#include <QList>
+#include <QIcon>
 #include <QMainWindow>
 
-class QLabel;
-class QComboBox;
+#include "card_state.h"
+#include "engine_types.h"
+
 class QAction;
+class QComboBox;
+class QCheckBox;
+class QHBoxLayout;
+class QLabel;
+class QMenu;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QScrollArea;
+class QTimer;
+class QToolButton;
 
 namespace kevui {
+
+class EngineHost;
+class GaugePanel;
+class PackView;
+class QuestionCard;
+class RunController;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
+    // Opens `modelPath` on the worker thread. The workspace comes from $KEV_WORKSPACE,
+    // else the application data folder.
     explicit MainWindow(const QString& modelPath, QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // The model to open when none is given: the last one used, else the built-in one.
+    static QString defaultModelPath();
+    static QString workspacePath();
 
     QString modelPath() const { return modelPath_; }
-    // The status line about the model (what the user reads when a load fails).
-    QString modelStatus() const;
+    QString modelStatus() const;    // the line about the model (load errors land here)
+    QString windowMessage() const;  // the window-wide message (run errors, workspace)
+    EngineHost* engine() const { return engine_; }
+    GaugePanel* gauges() const { return gauges_; }
+    PackView* packView() const { return packView_; }
+
+    QList<QuestionCard*> cards() const { return cards_; }
+    QuestionCard* addCard(const CardState& state = {});
+    QuestionCard* duplicateCard(QuestionCard* card);
+    void removeCard(QuestionCard* card);
+    void moveCard(QuestionCard* card, int delta);
+    // Turns `card` into `n` variants side by side: over temperature (0 to 1.5, one
+    // seed) or over seed (one temperature).
+    enum class SweepOver { Temperature, Seed };
+    void sweepCard(QuestionCard* card, int n, SweepOver over = SweepOver::Temperature);
+    void setSharedContext(const QString& text);
+
+    // Returns false (and says why, on the cards or in the window) when nothing started.
+    bool runAll();
+    bool replayCard(QuestionCard* card);
+    void stop();
+    bool isRunning() const;
+
+    Workspace workspace() const;
+    void saveWorkspaceNow();
+    bool loadQuestionSet(const QString& path);
+    bool saveQuestionSet(const QString& path);
+    bool exportMarkdown(const QString& path);
+    bool exportJson(const QString& path);
+    void openModel(const QString& path);
+
+Q_SIGNALS:
+    void modelReady();
+    void modelFailed(const QString& message);
+    void runDone();  // after a run's results (or its failure) reached the cards
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
 
 private:
+    static QIcon kevIcon();
+    void openModelFolder();
+    void buildActions();
     void buildToolbar();
-    void showModel(const QString& path);
+    void buildMenus();
+    void buildCentral();
+    void restoreSettings();
+    void writeSettings();
+    void restoreWorkspace();
+    void setWorkspace(const Workspace& w);
+    void renumberCards();
+    void showWindowMessage(const QString& text, Tone tone);
+    void showModelSummary(const QString& path);
+    LoadSettings loadSettings() const;
+    void reloadModel();
+    void updateActions();
+    void scheduleAutosave();
+    void schedulePreview();
+    void requestPreview();
+    void rebuildRecentMenu();
+    void rebuildExamplesMenu();
+    void connectCard(QuestionCard* card);
+
+    void onModelLoaded(const ModelInfo& info);
+    void onLoadFailed(const QString& path, const QString& message);
 
     QString modelPath_;
-    QLabel* modelLabel_ = nullptr;
-    QLabel* modelStatus_ = nullptr;
-    QComboBox* device_ = nullptr;
-    QComboBox* precision_ = nullptr;
+    EngineHost* engine_ = nullptr;
+    RunController* runs_ = nullptr;
+
     QAction* run_ = nullptr;
     QAction* stop_ = nullptr;
+    QAction* addCardAction_ = nullptr;
+    QAction* openModel_ = nullptr;
+    QMenu* recentMenu_ = nullptr;
+    QMenu* examplesMenu_ = nullptr;
+    QLabel* modelLabel_ = nullptr;
+    QComboBox* device_ = nullptr;
+    QComboBox* precision_ = nullptr;
+    QCheckBox* lora_ = nullptr;
+    QProgressBar* loadProgress_ = nullptr;
+    QToolButton* cancelLoad_ = nullptr;
+
+    QLabel* modelStatus_ = nullptr;
+    QLabel* message_ = nullptr;
+    QToolButton* sharedToggle_ = nullptr;
+    QPlainTextEdit* sharedContext_ = nullptr;
+    QScrollArea* cardScroll_ = nullptr;
+    QWidget* cardRow_ = nullptr;
+    QHBoxLayout* cardLayout_ = nullptr;
+    QPushButton* addCardButton_ = nullptr;
+    GaugePanel* gauges_ = nullptr;
+    PackView* packView_ = nullptr;
+
+    QList<QuestionCard*> cards_;
+    QTimer* autosave_ = nullptr;
+    QTimer* preview_ = nullptr;
+
+    bool restoring_ = false;
 };
 
 }  // namespace kevui

@@ -1,0 +1,252 @@
+// Question cards without running the model: add, duplicate, remove, sweep; the
+// temperature slider and its number stay in step; the workspace survives a restart, a
+// corrupt one is kept aside and reported; question sets and exports round-trip.
+#include <QDoubleSpinBox>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSlider>
+#include <QToolButton>
+#include <QtTest>
+
+#include "card_state.h"
+#include "kev_test_env.h"
+#include "main_window.h"
+#include "question_card.h"
+
+namespace {
+
+const QString kNoModel = QStringLiteral("/nonexistent/model.gguf");
+
+QString workspaceFile() { return kevtest::workDir() + QStringLiteral("/cards-workspace.json"); }
+
+}  // namespace
+
+class TestGuiCards : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        qputenv("KEV_WORKSPACE", workspaceFile().toUtf8());
+    }
+
+    void init() {
+        QFile::remove(workspaceFile());
+        QDir(kevtest::workDir()).removeRecursively();
+        kevtest::workDir();
+    }
+
+    void addDuplicateRemove() {
+        kevui::MainWindow w(kNoModel);
+        QCOMPARE(w.cards().size(), 3);  // first run: three example cards
+        auto* add = w.findChild<QPushButton*>(QStringLiteral("addCardButton"));
+        QVERIFY(add);
+        add->click();
+        QCOMPARE(w.cards().size(), 4);
+        QVERIFY(w.cards().last()->settings().question.isEmpty());
+        QCOMPARE(w.cards().last()->index(), 3);
+
+        kevui::QuestionCard* first = w.cards().first();
+        first->questionEdit()->setPlainText(QStringLiteral("Is water wet?"));
+        auto* dup = first->findChild<QToolButton*>(QStringLiteral("duplicateButton"));
+        QVERIFY(dup);
+        dup->click();
+        QCOMPARE(w.cards().size(), 5);
+        kevui::QuestionCard* copy = w.cards().at(1);
+        QCOMPARE(copy->settings().question, QStringLiteral("Is water wet?"));
+        // Same question, another temperature: the side-by-side use.
+        QVERIFY(copy->settings().temperature != first->settings().temperature);
+        QCOMPARE(copy->index(), 1);
+
+        auto* remove = copy->findChild<QToolButton*>(QStringLiteral("removeButton"));
+        QVERIFY(remove);
+        remove->click();
+        QCOMPARE(w.cards().size(), 4);
+        QCOMPARE(w.cards().at(1)->index(), 1);
+        QVERIFY(!w.cards().contains(copy));
+        QTest::qWait(0);  // the removed card is deleted later, not under its own click
+    }
+
+    void reorderCards() {
+        kevui::MainWindow w(kNoModel);
+        const QString a = w.cards().at(0)->settings().question;
+        const QString b = w.cards().at(1)->settings().question;
+        auto* right = w.cards().at(0)->findChild<QToolButton*>(QStringLiteral("moveRightButton"));
+        QVERIFY(right);
+        right->click();
+        QCOMPARE(w.cards().at(0)->settings().question, b);
+        QCOMPARE(w.cards().at(1)->settings().question, a);
+        QCOMPARE(w.cards().at(1)->index(), 1);
+        w.moveCard(w.cards().at(0), -1);  // already first: nothing moves
+        QCOMPARE(w.cards().at(0)->settings().question, b);
+        // The row shows the cards in the same order as the list.
+        auto* row = w.cards().at(0)->parentWidget();
+        QVERIFY(w.cards().at(0)->x() < w.cards().at(1)->x() || !row->isVisible());
+    }
+
+    void sweepMakesVariants() {
+        kevui::MainWindow w(kNoModel);
+        kevui::QuestionCard* card = w.cards().at(1);
+        const QString question = card->settings().question;
+        w.sweepCard(card, 4);
+        QCOMPARE(w.cards().size(), 6);
+        const double expected[] = {0.0, 0.5, 1.0, 1.5};
+        const auto seed = w.cards().at(1)->settings().seed;
+        QVERIFY(seed.has_value());
+        for (int k = 0; k < 4; ++k) {
+            const kevui::CardSettings s = w.cards().at(1 + k)->settings();
+            QCOMPARE(s.question, question);
+            QCOMPARE(s.temperature, expected[k]);
+            QCOMPARE(s.seed, seed);
+        }
+        kevui::QuestionCard* last = w.cards().last();
+        last->questionEdit()->setPlainText(QStringLiteral("Seeds"));
+        w.sweepCard(last, 3, kevui::MainWindow::SweepOver::Seed);
+        QCOMPARE(w.cards().size(), 8);
+        const kevui::CardSettings s0 = w.cards().at(5)->settings();
+        QVERIFY(s0.temperature > 0.0);
+        for (int k = 1; k < 3; ++k) {
+            const kevui::CardSettings s = w.cards().at(5 + k)->settings();
+            QCOMPARE(s.question, QStringLiteral("Seeds"));
+            QCOMPARE(s.temperature, s0.temperature);
+            QCOMPARE(*s.seed, *s0.seed + k);
+        }
+    }
+
+    void sliderAndSpinStayInStep() {
+        kevui::QuestionCard card;
+        auto* slider = card.findChild<QSlider*>(QStringLiteral("temperatureSlider"));
+        auto* spin = card.findChild<QDoubleSpinBox*>(QStringLiteral("temperatureSpin"));
+        QVERIFY(slider && spin);
+        QCOMPARE(slider->minimum(), 0);
+        QCOMPARE(slider->maximum(), 200);
+        QCOMPARE(spin->maximum(), 2.0);
+        slider->setValue(135);
+        QCOMPARE(spin->value(), 1.35);
+        spin->setValue(0.42);
+        QCOMPARE(slider->value(), 42);
+        QCOMPARE(card.settings().temperature, 0.42);
+        spin->setValue(2.0);
+        QCOMPARE(slider->value(), 200);
+        slider->setValue(0);
+        QCOMPARE(spin->value(), 0.0);
+        QCOMPARE(card.settings().temperature, 0.0);
+    }
+
+    void advancedSettingsRoundTrip() {
+        kevui::QuestionCard card;
+        kevui::CardSettings s;
+        s.question = QStringLiteral("Héllo — ünïcode ✓");
+        s.temperature = 1.25;
+        s.topP = 0.9;
+        s.topK = 40;
+        s.maxNewTokens = 77;
+        s.seed = 18446744073709551615ull;  // the largest seed survives (stored as text)
+        s.stopStrings = {QStringLiteral("\n\n"), QStringLiteral("END")};
+        card.setSettings(s);
+        QCOMPARE(card.settings(), s);
+        const kevui::CardSettings back = kevui::settingsFromJson(kevui::toJson(s));
+        QCOMPARE(back, s);
+        const kev::SamplingSettings k = s.sampling();
+        QCOMPARE(k.top_k, 40);
+        QCOMPARE(k.max_new_tokens, 77);
+        QCOMPARE(*k.seed, 18446744073709551615ull);
+        QCOMPARE(k.stop_strings.size(), std::size_t(2));
+    }
+
+    void workspaceRestoredAfterRestart() {
+        {
+            kevui::MainWindow w(kNoModel);
+            w.cards().at(0)->questionEdit()->setPlainText(QStringLiteral("First question, kept"));
+            w.cards().at(2)->questionEdit()->setPlainText(QStringLiteral("Third — ünïcode"));
+            kevui::CardState extra;
+            extra.settings.question = QStringLiteral("A fourth card");
+            extra.settings.temperature = 1.1;
+            extra.answer.text = QStringLiteral("An answer that was streamed");
+            extra.answer.finish = QStringLiteral("max_tokens");
+            extra.answer.generatedTokens = 5;
+            w.addCard(extra);
+            w.setSharedContext(QStringLiteral("Shared document"));
+            // Saved by the debounced autosave, without closing the window.
+            QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(workspaceFile()), 5000);
+            QTRY_VERIFY_WITH_TIMEOUT(QFile(workspaceFile()).size() > 0, 5000);
+            QTest::qWait(1000);
+        }
+        kevui::MainWindow w(kNoModel);
+        QCOMPARE(w.cards().size(), 4);
+        QCOMPARE(w.cards().at(0)->settings().question, QStringLiteral("First question, kept"));
+        QCOMPARE(w.cards().at(2)->settings().question, QStringLiteral("Third — ünïcode"));
+        QCOMPARE(w.cards().at(3)->settings().temperature, 1.1);
+        QCOMPARE(w.cards().at(3)->answerText(), QStringLiteral("An answer that was streamed"));
+        QVERIFY(w.cards().at(3)->footerText().contains(QStringLiteral("max_tokens")));
+        QCOMPARE(w.workspace().sharedContext, QStringLiteral("Shared document"));
+        QVERIFY(w.windowMessage().isEmpty());
+    }
+
+    void corruptWorkspaceIsKeptAsideAndReported() {
+        {
+            QFile f(workspaceFile());
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("{ \"cards\": [ {\"question\": \"half a file");
+        }
+        kevui::MainWindow w(kNoModel);
+        QVERIFY2(w.windowMessage().contains(QStringLiteral("unreadable")), qPrintable(w.windowMessage()));
+        QCOMPARE(w.cards().size(), 3);  // a fresh start, not an empty window
+        const QStringList aside = QDir(kevtest::workDir()).entryList({QStringLiteral("cards-workspace.json.corrupt-*")});
+        QCOMPARE(aside.size(), 1);
+        QVERIFY2(w.windowMessage().contains(aside.first()), qPrintable(w.windowMessage()));
+        QFile kept(kevtest::workDir() + QLatin1Char('/') + aside.first());
+        QVERIFY(kept.open(QIODevice::ReadOnly));
+        QVERIFY(kept.readAll().contains("half a file"));  // the user's data, untouched
+    }
+
+    void questionSetsAndExports() {
+        kevui::MainWindow w(kNoModel);
+        w.cards().at(0)->questionEdit()->setPlainText(QStringLiteral("Saved question"));
+        const QString set = kevtest::workDir() + QStringLiteral("/set.json");
+        QVERIFY(w.saveQuestionSet(set));
+        QVERIFY(w.loadQuestionSet(QStringLiteral(":/examples/classroom-quiz.json")));
+        QCOMPARE(w.cards().size(), 4);
+        QCOMPARE(w.cards().at(1)->settings().question, QStringLiteral("How many legs does a spider have?"));
+        QVERIFY(w.loadQuestionSet(set));
+        QCOMPARE(w.cards().size(), 3);
+        QCOMPARE(w.cards().at(0)->settings().question, QStringLiteral("Saved question"));
+
+        const QString md = kevtest::workDir() + QStringLiteral("/answers.md");
+        QVERIFY(w.exportMarkdown(md));
+        QFile mdFile(md);
+        QVERIFY(mdFile.open(QIODevice::ReadOnly));
+        const QString text = QString::fromUtf8(mdFile.readAll());
+        QVERIFY(text.contains(QStringLiteral("## Card 1")));
+        QVERIFY(text.contains(QStringLiteral("Saved question")));
+        QVERIFY(text.contains(QStringLiteral("temperature")));
+
+        const QString json = kevtest::workDir() + QStringLiteral("/answers.json");
+        QVERIFY(w.exportJson(json));
+        QFile jsonFile(json);
+        QVERIFY(jsonFile.open(QIODevice::ReadOnly));
+        const QJsonObject o = QJsonDocument::fromJson(jsonFile.readAll()).object();
+        QCOMPARE(o.value(QStringLiteral("cards")).toArray().size(), 3);
+        QVERIFY(o.value(QStringLiteral("cards")).toArray().at(0).toObject().contains(QStringLiteral("answer")));
+
+        const QString bad = kevtest::workDir() + QStringLiteral("/bad.json");
+        QFile badFile(bad);
+        QVERIFY(badFile.open(QIODevice::WriteOnly));
+        badFile.write("[1, 2, 3]");
+        badFile.close();
+        QVERIFY(!w.loadQuestionSet(bad));
+        QVERIFY2(w.windowMessage().contains(QStringLiteral("not a usable question set")), qPrintable(w.windowMessage()));
+        QCOMPARE(w.cards().size(), 3);  // nothing lost
+    }
+
+    void everyExampleSetLoads() {
+        kevui::MainWindow w(kNoModel);
+        const QStringList examples = QDir(QStringLiteral(":/examples")).entryList({QStringLiteral("*.json")});
+        QVERIFY(examples.size() >= 3);
+        for (const QString& name : examples) QVERIFY2(w.loadQuestionSet(QStringLiteral(":/examples/") + name), qPrintable(name));
+    }
+};
+
+QTEST_MAIN(TestGuiCards)
+#include "tst_gui_cards.moc"

@@ -1,0 +1,312 @@
+// Running the built-in model from the window: three cards stream their answers and end
+// with finish reasons while the event loop stays responsive; Stop ends a run within a
+// step; an empty question is a message on its card; solo replay matches the packed run;
+// the precision toggle reaches the engine; a malformed model keeps the cards' text.
+#include <QAction>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QPlainTextEdit>
+#include <QSignalSpy>
+#include <QTimer>
+#include <QToolButton>
+#include <QtTest>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "engine_worker.h"
+#include "gauge_panel.h"
+#include "kev_test_env.h"
+#include "main_window.h"
+#include "pack_view.h"
+#include "question_card.h"
+
+namespace {
+
+void setCards(kevui::MainWindow& w, const QStringList& questions, int maxNewTokens) {
+    while (w.cards().size() > questions.size()) w.removeCard(w.cards().last());
+    while (w.cards().size() < questions.size()) w.addCard();
+    const double temps[] = {0.0, 0.8, 1.3};
+    for (int i = 0; i < questions.size(); ++i) {
+        kevui::CardSettings s;
+        s.question = questions[i];
+        s.temperature = temps[i % 3];
+        s.maxNewTokens = maxNewTokens;
+        s.seed = 1000 + static_cast<quint64>(i);
+        w.cards()[i]->setSettings(s);
+    }
+}
+
+// Measures how late a 10 ms timer fires while it runs: the event loop's latency.
+class LatencyProbe : public QObject {
+public:
+    LatencyProbe() {
+        timer_.setTimerType(Qt::PreciseTimer);
+        timer_.setInterval(kIntervalMs);
+        QObject::connect(&timer_, &QTimer::timeout, this, [this] {
+            const qint64 now = clock_.nsecsElapsed();
+            if (last_ >= 0) lateness_.push_back((now - last_) / 1e6 - kIntervalMs);
+            last_ = now;
+        });
+    }
+    void start() {
+        clock_.start();
+        timer_.start();
+    }
+    void stop() { timer_.stop(); }
+    double percentile(double p) const {
+        if (lateness_.empty()) return 0.0;
+        std::vector<double> v = lateness_;
+        std::sort(v.begin(), v.end());
+        return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+    }
+    std::size_t samples() const { return lateness_.size(); }
+
+private:
+    static constexpr int kIntervalMs = 10;
+    QTimer timer_;
+    QElapsedTimer clock_;
+    qint64 last_ = -1;
+    std::vector<double> lateness_;
+};
+
+}  // namespace
+
+class TestGuiRun : public QObject {
+    Q_OBJECT
+    std::unique_ptr<kevui::MainWindow> w_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        const QString ws = kevtest::workDir() + QStringLiteral("/run-workspace.json");
+        QFile::remove(ws);
+        qputenv("KEV_WORKSPACE", ws.toUtf8());
+        w_ = std::make_unique<kevui::MainWindow>(kevtest::builtinModel());
+        QSignalSpy ready(w_.get(), &kevui::MainWindow::modelReady);
+        w_->show();
+        QVERIFY(QTest::qWaitForWindowExposed(w_.get()));
+        QVERIFY2(ready.wait(180000), qPrintable(w_->modelStatus()));
+    }
+
+    void cleanupTestCase() { w_.reset(); }
+
+    void threeCardsStreamAndFinish() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("What is the capital of France?"), QStringLiteral("Name a colour of the rainbow."),
+                     QStringLiteral("Say hello in Spanish.")},
+                 12);
+        // Text must appear in a card while the run is still going: streaming, not a dump.
+        QVector<bool> streamed(3, false);
+        QStringList splitCharacters;
+        int steps = 0;
+        const auto conn = connect(w.engine(), &kevui::EngineHost::stepArrived, this, [&] {
+            ++steps;
+            for (int i = 0; i < 3; ++i) {
+                const kevui::QuestionCard* c = w.cards()[i];
+                if (w.isRunning() && !c->answerText().isEmpty()) streamed[i] = true;
+                // While a card streams, only whole UTF-8 characters reach it: a sequence split
+                // across tokens would show up as U+FFFD. (A final answer cut off by
+                // max_new_tokens in the middle of a character may end with one, as in HF.)
+                if (c->answer().finish.isEmpty() && c->answerText().contains(QChar(0xFFFD)))
+                    splitCharacters << c->answerText();
+            }
+        });
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        LatencyProbe probe;
+        probe.start();
+        QElapsedTimer t;
+        t.start();
+        QVERIFY(w.runAll());
+        QVERIFY(w.isRunning());
+        QVERIFY(done.wait(180000));
+        probe.stop();
+        disconnect(conn);
+        qInfo("3 cards x 12 tokens: %lld ms, %d step events; latency p50 %.1f ms, p99 %.1f ms over %zu ticks",
+              t.elapsed(), steps, probe.percentile(0.5), probe.percentile(0.99), probe.samples());
+        QVERIFY(!w.isRunning());
+        QVERIFY2(splitCharacters.isEmpty(), qPrintable(splitCharacters.join(QLatin1Char('\n'))));
+        QVERIFY2(w.windowMessage().isEmpty() || !w.windowMessage().contains(QStringLiteral("failed")),
+                 qPrintable(w.windowMessage()));
+        for (int i = 0; i < 3; ++i) {
+            kevui::QuestionCard* c = w.cards()[i];
+            QVERIFY2(!c->answerText().isEmpty(), qPrintable(QStringLiteral("card %1 has no answer").arg(i + 1)));
+            QVERIFY2(streamed[i], qPrintable(QStringLiteral("card %1 did not stream").arg(i + 1)));
+            const QString finish = c->answer().finish;
+            QVERIFY2(finish == QLatin1String(kev::to_string(kev::FinishReason::MaxTokens)) ||
+                         finish == QLatin1String(kev::to_string(kev::FinishReason::EndOfSequence)),
+                     qPrintable(finish));
+            QVERIFY(c->answer().generatedTokens > 0 && c->answer().generatedTokens <= 12);
+            QVERIFY(c->footerText().contains(QStringLiteral("tok/s")));
+            QVERIFY(c->footerText().contains(finish));
+            QCOMPARE(c->answer().seedUsed.value_or(0), 1000 + static_cast<quint64>(i));
+        }
+        QVERIFY2(w.cards()[0]->answerText().contains(QStringLiteral("Paris")), qPrintable(w.cards()[0]->answerText()));
+        // The gauges and the pack view saw the run.
+        QVERIFY(w.gauges()->plot()->samples().size() > 0);
+        QVERIFY2(w.gauges()->text().contains(QStringLiteral("Weights")), qPrintable(w.gauges()->text()));
+        QVERIFY(w.packView()->hasPack());
+        QCOMPARE(w.packView()->preview().plan.cards(), 3);
+        QCOMPARE(w.packView()->maskImage().width(), static_cast<int>(w.packView()->preview().plan.rows()));
+        QVERIFY(w.packView()->describeRow(0).contains(QStringLiteral("card 1")));
+        QVERIFY2(probe.percentile(0.99) < 50.0, "the event loop was late by more than 50 ms (p99)");
+    }
+
+    void soloReplayMatchesThePackedRun() {
+        kevui::MainWindow& w = *w_;
+        kevui::QuestionCard* card = w.cards()[1];  // temperature 0.8: sampled, seeded
+        QVERIFY(!card->answer().tokens.isEmpty());
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        const QString packedAnswer = card->answerText();
+        QVERIFY(w.replayCard(card));
+        QVERIFY(done.wait(180000));
+        QVERIFY2(card->messageText().contains(QStringLiteral("match the packed run")), qPrintable(card->messageText()));
+        QCOMPARE(card->answerText(), packedAnswer);  // the replay does not overwrite the card
+    }
+
+    void packViewFollowsTheCards() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("First"), QStringLiteral("Second"), QStringLiteral("Third")}, 8);
+        QTRY_COMPARE_WITH_TIMEOUT(w.packView()->preview().plan.cards(), 3, 30000);
+        const qint64 rows = w.packView()->preview().plan.rows();
+        w.addCard();
+        w.cards().last()->questionEdit()->setPlainText(QStringLiteral("A fourth, longer question for the pack view"));
+        QTRY_COMPARE_WITH_TIMEOUT(w.packView()->preview().plan.cards(), 4, 30000);
+        QVERIFY(w.packView()->preview().plan.rows() > rows);
+        QCOMPARE(w.packView()->maskImage().height(), static_cast<int>(w.packView()->preview().plan.rows()));
+        {
+            // The picture is the isolation rule: coloured exactly where dense_row_mask says 1.
+            const kev::PackPlan& plan = w.packView()->preview().plan;
+            const std::vector<std::uint8_t> grid = kev::dense_row_mask(plan);
+            const QImage& img = w.packView()->maskImage();
+            for (qint64 i = 0; i < plan.rows(); ++i)
+                for (qint64 j = 0; j < plan.rows(); ++j)
+                    QCOMPARE(img.pixel(int(j), int(i)) != QColor(Qt::white).rgb(),
+                             grid[std::size_t(i * plan.rows() + j)] != 0);
+        }
+        // Hover text names the token, its card and its position.
+        const QString last = w.packView()->describeRow(w.packView()->preview().plan.rows() - 1);
+        QVERIFY2(last.contains(QStringLiteral("card 4")) && last.contains(QStringLiteral("position")), qPrintable(last));
+        w.setSharedContext(QStringLiteral("A shared document that every card reads."));
+        QTRY_VERIFY_WITH_TIMEOUT(w.packView()->preview().plan.shared_length > 0, 30000);
+        QVERIFY(w.packView()->describeRow(0).contains(QStringLiteral("shared context")));
+        w.setSharedContext(QString());
+        w.removeCard(w.cards().last());
+        QTRY_COMPARE_WITH_TIMEOUT(w.packView()->preview().plan.cards(), 3, 30000);
+    }
+
+    void emptyQuestionIsReportedOnItsCard() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("One"), QStringLiteral("   "), QStringLiteral("Three")}, 8);
+        // Ctrl+Return is the Run shortcut.
+        w.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        QTest::keyClick(&w, Qt::Key_Return, Qt::ControlModifier);
+        QVERIFY2(w.windowMessage().contains(QStringLiteral("Nothing ran")), qPrintable(w.windowMessage()));
+        QVERIFY(!w.runAll());
+        QVERIFY(!w.isRunning());
+        QVERIFY2(w.cards()[1]->messageText().contains(QStringLiteral("empty")), qPrintable(w.cards()[1]->messageText()));
+        QVERIFY(w.cards()[0]->messageText().isEmpty());
+        QVERIFY(w.windowMessage().contains(QStringLiteral("Nothing ran")));
+        QCOMPARE(w.cards()[0]->settings().question, QStringLiteral("One"));
+        QCOMPARE(w.cards()[2]->settings().question, QStringLiteral("Three"));
+    }
+
+    void stopEndsTheRunWithinAStep() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("Write a long story about a dragon."), QStringLiteral("List every month of the year."),
+                     QStringLiteral("Describe the water cycle in detail.")},
+                 400);
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        // Wait until answers are streaming; stop one card with its own button, then all.
+        QTRY_VERIFY_WITH_TIMEOUT(w.cards()[0]->answer().generatedTokens >= 2, 120000);
+        auto* stopOne = w.cards()[1]->findChild<QToolButton*>(QStringLiteral("cardStopButton"));
+        QVERIFY(stopOne && stopOne->isEnabled());
+        stopOne->click();
+        const QString cancelled = QLatin1String(kev::to_string(kev::FinishReason::Cancelled));
+        QTRY_COMPARE_WITH_TIMEOUT(w.cards()[1]->answer().finish, cancelled, 30000);
+        QVERIFY(w.isRunning());  // the other cards go on
+        QVERIFY(w.cards()[0]->answer().finish.isEmpty());
+        QElapsedTimer t;
+        t.start();
+        QTest::keyClick(&w, Qt::Key_Escape);  // the Stop shortcut
+        QVERIFY(done.wait(60000));
+        qInfo("stopped after %lld ms", t.elapsed());
+        QVERIFY(t.elapsed() < 15000);
+        for (kevui::QuestionCard* c : w.cards()) {
+            // Greedy cards may also have ended on their own before the Stop.
+            QVERIFY2(c->answer().finish == cancelled ||
+                         c->answer().finish == QLatin1String(kev::to_string(kev::FinishReason::EndOfSequence)),
+                     qPrintable(c->answer().finish));
+            QVERIFY(c->answer().generatedTokens < 400);
+        }
+        QCOMPARE(w.cards()[1]->answer().finish, cancelled);
+        QVERIFY(w.findChild<QAction*>(QStringLiteral("runAction"))->isEnabled());
+    }
+
+    void precisionToggleReachesTheEngine() {
+        kevui::MainWindow& w = *w_;
+        auto* precision = w.findChild<QComboBox*>(QStringLiteral("precisionCombo"));
+        QVERIFY(precision);
+        QSignalSpy ready(&w, &kevui::MainWindow::modelReady);
+        QSignalSpy failed(&w, &kevui::MainWindow::modelFailed);
+        precision->setCurrentIndex(1);  // half: bf16 on CPU
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() + failed.count() > 0, 180000);
+        if (ready.count() > 0) {
+            QCOMPARE(w.engine()->model().dtype, kev::DType::BF16);
+            QVERIFY(w.modelStatus().contains(QStringLiteral("bf16")));
+        } else {
+            // The engine refused bf16 here: said so, and the fp32 model stays.
+            QVERIFY2(w.modelStatus().contains(QStringLiteral("bf16")) || w.modelStatus().contains(QStringLiteral("BF16")),
+                     qPrintable(w.modelStatus()));
+            QCOMPARE(precision->currentIndex(), 2);
+        }
+        ready.clear();
+        precision->setCurrentIndex(2);
+        if (w.engine()->model().dtype != kev::DType::F32) QVERIFY(ready.wait(180000));
+        QCOMPARE(w.engine()->model().dtype, kev::DType::F32);
+    }
+
+    void loadingCanBeCancelled() {
+        kevui::MainWindow& w = *w_;
+        QSignalSpy ready(&w, &kevui::MainWindow::modelReady);
+        QSignalSpy failed(&w, &kevui::MainWindow::modelFailed);
+        w.openModel(kevtest::builtinModel());
+        w.engine()->cancelLoad();
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() + failed.count() > 0, 120000);
+        if (failed.count() > 0) {
+            QVERIFY2(w.modelStatus().contains(QStringLiteral("cancelled")), qPrintable(w.modelStatus()));
+        }
+        QVERIFY(w.engine()->hasModel());  // the previous model stays usable either way
+        QVERIFY(!w.engine()->loading());
+    }
+
+    void malformedModelKeepsTheCards() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("Keep me"), QStringLiteral("And me"), QStringLiteral("Me too")}, 8);
+        const QString path = kevtest::workDir() + QStringLiteral("/malformed.gguf");
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("GGUF\x03\x00\x00\x00garbage that is not a header", 34);
+        f.close();
+        QSignalSpy failed(&w, &kevui::MainWindow::modelFailed);
+        w.openModel(path);
+        QVERIFY(failed.wait(60000));
+        QVERIFY2(w.modelStatus().contains(QStringLiteral("Could not load")), qPrintable(w.modelStatus()));
+        QVERIFY2(w.modelStatus().contains(QStringLiteral("malformed.gguf")), qPrintable(w.modelStatus()));
+        QCOMPARE(w.cards().size(), 3);
+        QCOMPARE(w.cards()[0]->settings().question, QStringLiteral("Keep me"));
+        QCOMPARE(w.cards()[2]->settings().question, QStringLiteral("Me too"));
+        // The previous model is still loaded and answers.
+        QVERIFY(w.engine()->hasModel());
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        QVERIFY(!w.cards()[0]->answerText().isEmpty());
+    }
+};
+
+QTEST_MAIN(TestGuiRun)
+#include "tst_gui_run.moc"

@@ -1,0 +1,203 @@
+#include "card_state.h"
+
+#include <QDateTime>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+
+namespace kevui {
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+QJsonObject answerToJson(const CardAnswer& a) {
+    QJsonObject o;
+    o[QStringLiteral("text")] = a.text;
+    o[QStringLiteral("finish")] = a.finish;
+    o[QStringLiteral("prompt_tokens")] = a.promptTokens;
+    o[QStringLiteral("generated_tokens")] = a.generatedTokens;
+    o[QStringLiteral("tokens_per_s")] = a.tokensPerS;
+    o[QStringLiteral("time_to_first_token_s")] = a.timeToFirstTokenS;
+    if (a.seedUsed) o[QStringLiteral("seed_used")] = QString::number(*a.seedUsed);
+    QJsonArray ids;
+    for (int t : a.tokens) ids.append(t);
+    o[QStringLiteral("tokens")] = ids;
+    return o;
+}
+
+CardAnswer answerFromJson(const QJsonObject& o) {
+    CardAnswer a;
+    a.text = o.value(QStringLiteral("text")).toString();
+    a.finish = o.value(QStringLiteral("finish")).toString();
+    a.promptTokens = o.value(QStringLiteral("prompt_tokens")).toInteger();
+    a.generatedTokens = o.value(QStringLiteral("generated_tokens")).toInteger();
+    a.tokensPerS = o.value(QStringLiteral("tokens_per_s")).toDouble();
+    a.timeToFirstTokenS = o.value(QStringLiteral("time_to_first_token_s")).toDouble();
+    bool ok = false;
+    const quint64 seed = o.value(QStringLiteral("seed_used")).toString().toULongLong(&ok);
+    if (ok) a.seedUsed = seed;
+    for (const QJsonValue& v : o.value(QStringLiteral("tokens")).toArray()) a.tokens.push_back(v.toInt());
+    return a;
+}
+
+}  // namespace
+
+kev::SamplingSettings CardSettings::sampling() const {
+    kev::SamplingSettings s;
+    s.temperature = static_cast<float>(temperature);
+    s.top_p = static_cast<float>(topP);
+    s.top_k = topK;
+    s.max_new_tokens = maxNewTokens;
+    if (seed) s.seed = *seed;
+    for (const QString& stop : stopStrings) s.stop_strings.push_back(stop.toStdString());
+    return s;
+}
+
+bool CardSettings::operator==(const CardSettings& o) const {
+    return question == o.question && temperature == o.temperature && topP == o.topP &&
+           topK == o.topK && maxNewTokens == o.maxNewTokens && seed == o.seed &&
+           stopStrings == o.stopStrings;
+}
+
+QJsonObject toJson(const CardSettings& s) {
+    QJsonObject o;
+    o[QStringLiteral("question")] = s.question;
+    o[QStringLiteral("temperature")] = s.temperature;
+    o[QStringLiteral("top_p")] = s.topP;
+    o[QStringLiteral("top_k")] = s.topK;
+    o[QStringLiteral("max_new_tokens")] = s.maxNewTokens;
+    // A 64-bit seed does not survive a JSON double: stored as a decimal string.
+    o[QStringLiteral("seed")] = s.seed ? QJsonValue(QString::number(*s.seed)) : QJsonValue();
+    o[QStringLiteral("stop_strings")] = QJsonArray::fromStringList(s.stopStrings);
+    return o;
+}
+
+CardSettings settingsFromJson(const QJsonObject& o) {
+    CardSettings s;
+    s.question = o.value(QStringLiteral("question")).toString();
+    s.temperature = o.value(QStringLiteral("temperature")).toDouble(s.temperature);
+    s.topP = o.value(QStringLiteral("top_p")).toDouble(s.topP);
+    s.topK = o.value(QStringLiteral("top_k")).toInt(s.topK);
+    s.maxNewTokens = o.value(QStringLiteral("max_new_tokens")).toInt(s.maxNewTokens);
+    const QJsonValue seed = o.value(QStringLiteral("seed"));
+    bool ok = false;
+    const quint64 v = seed.isDouble() ? static_cast<quint64>(seed.toInteger()) : seed.toString().toULongLong(&ok);
+    if (seed.isDouble() || ok) s.seed = v;
+    for (const QJsonValue& stop : o.value(QStringLiteral("stop_strings")).toArray())
+        s.stopStrings.push_back(stop.toString());
+    return s;
+}
+
+QJsonObject toJson(const Workspace& w, WithAnswers answers) {
+    QJsonObject o;
+    o[QStringLiteral("kev_workspace")] = kFormatVersion;
+    o[QStringLiteral("shared_context")] = w.sharedContext;
+    if (!w.model.isEmpty()) o[QStringLiteral("model")] = w.model;
+    QJsonArray cards;
+    for (const CardState& c : w.cards) {
+        QJsonObject card = toJson(c.settings);
+        if (answers == WithAnswers::Yes) card[QStringLiteral("answer")] = answerToJson(c.answer);
+        cards.append(card);
+    }
+    o[QStringLiteral("cards")] = cards;
+    return o;
+}
+
+std::optional<Workspace> workspaceFromJson(const QByteArray& json, QString* error) {
+    QJsonParseError parse{};
+    const QJsonDocument doc = QJsonDocument::fromJson(json, &parse);
+    if (parse.error != QJsonParseError::NoError) {
+        if (error) *error = QStringLiteral("not valid JSON (%1 at byte %2)").arg(parse.errorString()).arg(parse.offset);
+        return std::nullopt;
+    }
+    if (!doc.isObject() || !doc.object().value(QStringLiteral("cards")).isArray()) {
+        if (error) *error = QStringLiteral("not a Kev question set: no \"cards\" list");
+        return std::nullopt;
+    }
+    const QJsonObject o = doc.object();
+    Workspace w;
+    w.sharedContext = o.value(QStringLiteral("shared_context")).toString();
+    w.model = o.value(QStringLiteral("model")).toString();
+    int index = 0;
+    for (const QJsonValue& v : o.value(QStringLiteral("cards")).toArray()) {
+        if (!v.isObject()) {
+            if (error) *error = QStringLiteral("card %1 is not a JSON object").arg(index + 1);
+            return std::nullopt;
+        }
+        CardState c;
+        c.settings = settingsFromJson(v.toObject());
+        c.answer = answerFromJson(v.toObject().value(QStringLiteral("answer")).toObject());
+        w.cards.push_back(c);
+        ++index;
+    }
+    return w;
+}
+
+bool saveWorkspace(const QString& path, const Workspace& w, WithAnswers answers, QString* error) {
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly)) {
+        if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+        return false;
+    }
+    file.write(QJsonDocument(toJson(w, answers)).toJson(QJsonDocument::Indented));
+    if (!file.commit()) {
+        if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+        return false;
+    }
+    return true;
+}
+
+LoadedWorkspace loadWorkspace(const QString& path) {
+    LoadedWorkspace r;
+    QFile file(path);
+    if (!file.exists()) return r;
+    if (!file.open(QIODevice::ReadOnly)) {
+        r.error = QStringLiteral("cannot read the workspace %1: %2").arg(path, file.errorString());
+        return r;
+    }
+    const QByteArray bytes = file.readAll();
+    file.close();
+    QString why;
+    r.workspace = workspaceFromJson(bytes, &why);
+    if (r.workspace) return r;
+    const QString aside =
+        path + QStringLiteral(".corrupt-") + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
+    if (QFile::rename(path, aside)) {
+        r.movedAsideTo = aside;
+        r.error = QStringLiteral("The saved workspace was unreadable (%1); it was kept as %2").arg(why, aside);
+    } else {
+        r.error = QStringLiteral("The saved workspace %1 is unreadable (%2) and could not be moved aside")
+                      .arg(path, why);
+    }
+    return r;
+}
+
+QString answersMarkdown(const Workspace& w) {
+    QString md = QStringLiteral("# Kev answers\n\n");
+    if (!w.model.isEmpty()) md += QStringLiteral("Model: `%1`\n\n").arg(w.model);
+    if (!w.sharedContext.isEmpty()) md += QStringLiteral("## Shared context\n\n%1\n\n").arg(w.sharedContext);
+    int n = 1;
+    for (const CardState& c : w.cards) {
+        const CardSettings& s = c.settings;
+        md += QStringLiteral("## Card %1\n\n**Question:** %2\n\n").arg(n++).arg(s.question);
+        md += QStringLiteral("Settings: temperature %1, top-p %2, top-k %3, max new tokens %4, seed %5\n\n")
+                  .arg(s.temperature, 0, 'f', 2)
+                  .arg(s.topP, 0, 'f', 2)
+                  .arg(s.topK)
+                  .arg(s.maxNewTokens)
+                  .arg(c.answer.seedUsed ? QString::number(*c.answer.seedUsed)
+                                         : (s.seed ? QString::number(*s.seed) : QStringLiteral("random")));
+        md += QStringLiteral("**Answer:**\n\n%1\n\n").arg(c.answer.text);
+        md += QStringLiteral("_%1 prompt tokens, %2 generated, %3 tok/s, first token after %4 s, finished: %5_\n\n")
+                  .arg(c.answer.promptTokens)
+                  .arg(c.answer.generatedTokens)
+                  .arg(c.answer.tokensPerS, 0, 'f', 2)
+                  .arg(c.answer.timeToFirstTokenS, 0, 'f', 2)
+                  .arg(c.answer.finish.isEmpty() ? QStringLiteral("-") : c.answer.finish);
+    }
+    return md;
+}
+
+}  // namespace kevui

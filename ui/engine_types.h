@@ -1,0 +1,68 @@
+// Value types that cross the thread boundary between the engine worker and the
+// widgets. They are plain copies (no tensors, no pointers into the session), registered
+// with Qt's meta-type system so queued signals can carry them.
+#pragma once
+
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+
+#include <cstdint>
+#include <memory>
+
+#include "kev/engine_info.h"
+#include "kev/generator.h"
+#include "kev/weights.h"
+
+namespace kevui {
+
+// What the user chose for the next load: device and working precision.
+struct LoadSettings {
+    kev::Device device = kev::Device::Cpu;
+    kev::DType dtype = kev::DType::F32;
+};
+
+// What the widgets may know about a loaded model.
+struct ModelInfo {
+    QString path;
+    QString name;          // file or folder name
+    QString architecture;
+    kev::Device device = kev::Device::Cpu;
+    kev::DType dtype = kev::DType::F32;
+    qint64 weightBytes = 0;
+    qint64 parameters = 0;
+    qint64 contextLength = 0;
+    qint64 kvBytesPerSlot = 0;  // key + value over all layers, for the KV-cache gauge
+    double loadSeconds = 0.0;
+    QString chatNote;           // why there is no chat template, when there is none
+};
+
+// The pack as the pack view draws it: the plan plus every row's token text, so the
+// view never needs the tokenizer (which lives on the worker thread).
+struct PackPreview {
+    kev::PackPlan plan;
+    QStringList rowPieces;      // per packed row: the token's text as the model sees it
+    QVector<int> cardOfRequest; // request card index -> the window's card index
+    qint64 kvEstimateBytes = 0; // cache_slots * kvBytesPerSlot
+};
+
+// Run ids start at 1; 0 means "no run".
+using RunId = quint64;
+
+// The cancel requests of one run, shared by the UI thread (which sets them) and the
+// worker (which reads them between steps). A queued "cancel" slot would wait behind
+// the running generation loop, so cancellation goes through these atomics instead.
+using CancelHandle = std::shared_ptr<kev::CancelFlags>;
+
+void registerEngineTypes();
+
+}  // namespace kevui
+
+Q_DECLARE_METATYPE(kevui::LoadSettings)
+Q_DECLARE_METATYPE(kevui::ModelInfo)
+Q_DECLARE_METATYPE(kevui::PackPreview)
+Q_DECLARE_METATYPE(kevui::CancelHandle)
+Q_DECLARE_METATYPE(kev::GenerationRequest)
+Q_DECLARE_METATYPE(kev::StepEvent)
+Q_DECLARE_METATYPE(kev::GenerationResult)

@@ -1,0 +1,205 @@
+#include "engine_worker.h"
+
+#include <QFileInfo>
+
+#include <exception>
+
+#include "kev/error.h"
+#include "kev/kv_cache.h"
+#include "kev/session.h"
+
+namespace kevui {
+
+namespace {
+
+QString messageOf(const std::exception& e) { return QString::fromStdString(e.what()); }
+
+}  // namespace
+
+void registerEngineTypes() {
+    qRegisterMetaType<kevui::LoadSettings>("kevui::LoadSettings");
+    qRegisterMetaType<kevui::ModelInfo>("kevui::ModelInfo");
+    qRegisterMetaType<kevui::PackPreview>("kevui::PackPreview");
+    qRegisterMetaType<kevui::CancelHandle>("kevui::CancelHandle");
+    qRegisterMetaType<kevui::RunId>("kevui::RunId");
+    qRegisterMetaType<kev::GenerationRequest>("kev::GenerationRequest");
+    qRegisterMetaType<kev::StepEvent>("kev::StepEvent");
+    qRegisterMetaType<kev::GenerationResult>("kev::GenerationResult");
+    qRegisterMetaType<QVector<int>>("QVector<int>");
+}
+
+// ---- EngineWorker (worker thread) ---------------------------------------------------
+
+EngineWorker::EngineWorker(std::shared_ptr<std::atomic<bool>> loadCancel)
+    : loadCancel_(std::move(loadCancel)) {}
+
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::loadModel(const QString& path, const LoadSettings& settings) {
+    kev::SessionOptions options;
+    options.load.device = settings.device;
+    options.load.dtype = settings.dtype;
+    options.load.progress = [this](int done, int total) {
+        // Thrown through the loader: Session::open leaves nothing half-made behind.
+        if (loadCancel_->load()) throw kev::Error(kev::ErrorCode::Cancelled, "Loading cancelled");
+        Q_EMIT loadProgress(done, total);
+    };
+    try {
+        auto session = kev::Session::open(path.toStdString(), options);
+        const kev::ModelConfig& config = session->model().config();
+        ModelInfo info;
+        info.path = path;
+        info.name = QFileInfo(path).fileName();
+        info.architecture = QString::fromLatin1(kev::to_string(config.arch));
+        info.device = settings.device;
+        info.dtype = settings.dtype;
+        info.weightBytes = session->model().weights().bytes();
+        info.parameters = config.parameter_count();
+        info.contextLength = config.max_positions;
+        info.kvBytesPerSlot = kev::KvCache::bytes_per_slot(config, settings.dtype);
+        info.loadSeconds = session->load_seconds();
+        info.chatNote = QString::fromStdString(session->chat_error());
+        session_ = std::move(session);  // the old session stays when a load fails
+        info_ = info;
+        Q_EMIT modelLoaded(info);
+    } catch (const std::exception& e) {
+        Q_EMIT loadFailed(path, messageOf(e));
+    }
+}
+
+PackPreview EngineWorker::makePreview(const kev::PreparedPack& pack,
+                                      const QVector<int>& cardOfRequest) const {
+    PackPreview p;
+    p.plan = pack.plan;
+    p.cardOfRequest = cardOfRequest;
+    p.kvEstimateBytes = pack.plan.cache_slots * info_.kvBytesPerSlot;
+    const kev::Tokenizer& tok = session_->tokenizer();
+    p.rowPieces.reserve(static_cast<int>(pack.plan.tokens.size()));
+    for (kev::TokenId id : pack.plan.tokens) {
+        p.rowPieces.push_back(QString::fromStdString(tok.decode({id}, kev::SpecialText::Show)));
+    }
+    return p;
+}
+
+void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+                       const QVector<int>& cardOfRequest) {
+    if (!session_) {
+        Q_EMIT runFailed(id, QStringLiteral("No model is loaded"));
+        return;
+    }
+    try {
+        const kev::Generator generator = session_->generator();
+        const kev::PreparedPack pack = generator.prepare(request, kev::temperature_defaults_from_env());
+        Q_EMIT runStarted(id, makePreview(pack, cardOfRequest));
+        kev::RunOptions options;
+        options.cancel = cancel.get();
+        options.on_step = [this, id](const kev::StepEvent& event) { Q_EMIT stepArrived(id, event); };
+        kev::GenerationResult result = generator.run(pack, options);
+        // The answers' text is what the cards already show; the token ids stay for replay.
+        Q_EMIT runFinished(id, result);
+    } catch (const std::exception& e) {
+        Q_EMIT runFailed(id, messageOf(e));
+    }
+}
+
+void EngineWorker::preview(quint64 id, const kev::GenerationRequest& request,
+                           const QVector<int>& cardOfRequest) {
+    if (!session_) return;
+    try {
+        const kev::PreparedPack pack = session_->generator().prepare(request);
+        Q_EMIT previewReady(id, makePreview(pack, cardOfRequest));
+    } catch (const std::exception& e) {
+        Q_EMIT previewFailed(id, messageOf(e));
+    }
+}
+
+// ---- EngineHost (UI thread) ---------------------------------------------------------
+
+EngineHost::EngineHost(QObject* parent)
+    : QObject(parent), loadCancel_(std::make_shared<std::atomic<bool>>(false)) {
+    registerEngineTypes();
+    thread_.setObjectName(QStringLiteral("kev-engine"));
+    worker_ = new EngineWorker(loadCancel_);
+    worker_->moveToThread(&thread_);
+
+    connect(this, &EngineHost::requestLoad, worker_, &EngineWorker::loadModel);
+    connect(this, &EngineHost::requestRun, worker_, &EngineWorker::run);
+    connect(this, &EngineHost::requestPreview, worker_, &EngineWorker::preview);
+
+    connect(worker_, &EngineWorker::loadProgress, this, &EngineHost::loadProgress);
+    connect(worker_, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
+        loading_ = false;
+        hasModel_ = true;
+        model_ = info;
+        Q_EMIT modelLoaded(info);
+    });
+    connect(worker_, &EngineWorker::loadFailed, this, [this](const QString& path, const QString& message) {
+        loading_ = false;
+        Q_EMIT loadFailed(path, message);
+    });
+    connect(worker_, &EngineWorker::runStarted, this, [this](RunId id, const PackPreview& pack) {
+        if (id == current_) Q_EMIT runStarted(id, pack);
+    });
+    connect(worker_, &EngineWorker::stepArrived, this, [this](RunId id, const kev::StepEvent& event) {
+        if (id == current_) Q_EMIT stepArrived(id, event);
+    });
+    connect(worker_, &EngineWorker::runFinished, this, [this](RunId id, const kev::GenerationResult& result) {
+        if (id != current_) return;
+        current_ = 0;
+        cancel_.reset();
+        Q_EMIT runFinished(id, result);
+    });
+    connect(worker_, &EngineWorker::runFailed, this, [this](RunId id, const QString& message) {
+        if (id != current_) return;
+        current_ = 0;
+        cancel_.reset();
+        Q_EMIT runFailed(id, message);
+    });
+    connect(worker_, &EngineWorker::previewReady, this, [this](quint64 id, const PackPreview& pack) {
+        if (id == wantedPreview_) Q_EMIT previewReady(pack);
+    });
+    connect(worker_, &EngineWorker::previewFailed, this, [this](quint64 id, const QString& message) {
+        if (id == wantedPreview_) Q_EMIT previewFailed(message);
+    });
+    thread_.start();
+}
+
+EngineHost::~EngineHost() {
+    loadCancel_->store(true);
+    if (cancel_) cancel_->cancel_all();
+    thread_.quit();
+    thread_.wait();
+    delete worker_;  // its thread has ended: safe to destroy from here
+}
+
+void EngineHost::load(const QString& path, const LoadSettings& settings) {
+    loading_ = true;
+    loadCancel_->store(false);  // here, not on the worker: a cancel right after load() counts
+    Q_EMIT requestLoad(path, settings);
+}
+
+void EngineHost::cancelLoad() { loadCancel_->store(true); }
+
+RunId EngineHost::run(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest) {
+    if (cancel_) cancel_->cancel_all();  // a newer run supersedes the old one
+    current_ = nextRun_++;
+    cancel_ = std::make_shared<kev::CancelFlags>(request.cards.size());
+    Q_EMIT requestRun(current_, request, cancel_, cardOfRequest);
+    return current_;
+}
+
+void EngineHost::cancel() {
+    if (cancel_) cancel_->cancel_all();
+}
+
+void EngineHost::cancelCard(int requestCard) {
+    if (cancel_ && requestCard >= 0 && static_cast<std::size_t>(requestCard) < cancel_->size())
+        cancel_->cancel(static_cast<std::size_t>(requestCard));
+}
+
+void EngineHost::preview(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest) {
+    wantedPreview_ = nextPreview_++;
+    Q_EMIT requestPreview(wantedPreview_, request, cardOfRequest);
+}
+
+}  // namespace kevui

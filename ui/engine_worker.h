@@ -1,0 +1,120 @@
+// The engine on a background thread.
+//
+//   UI thread                          worker thread
+//   ---------                          -------------
+//   EngineHost::load() --queued-->     EngineWorker::loadModel()  -> Session::open
+//   EngineHost::run()  --queued-->     EngineWorker::run()        -> Generator::run
+//   EngineHost::cancel() sets an atomic the generation loop reads between steps
+//                      <--queued--     stepArrived / runFinished / runFailed (with run id)
+//
+// EngineWorker owns the kev::Session and is the only object that touches it. Every
+// result carries the id of the run (or preview) it answers; EngineHost drops the ones
+// that answer a request the window no longer waits for. Widgets never see a tensor.
+#pragma once
+
+#include <QObject>
+#include <QThread>
+
+#include <atomic>
+#include <memory>
+
+#include "engine_types.h"
+
+namespace kev {
+class Session;
+}
+
+namespace kevui {
+
+class EngineWorker : public QObject {
+    Q_OBJECT
+public:
+    // `loadCancel` is read from the worker thread while a model loads.
+    explicit EngineWorker(std::shared_ptr<std::atomic<bool>> loadCancel);
+    ~EngineWorker() override;
+
+public Q_SLOTS:
+    void loadModel(const QString& path, const kevui::LoadSettings& settings);
+    void run(kevui::RunId id, const kev::GenerationRequest& request,
+             const kevui::CancelHandle& cancel, const QVector<int>& cardOfRequest);
+    // Tokenization and layout only (cheap): what the pack view draws.
+    void preview(quint64 id, const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
+
+Q_SIGNALS:
+    void loadProgress(int done, int total);
+    void modelLoaded(const kevui::ModelInfo& info);
+    void loadFailed(const QString& path, const QString& message);
+    void runStarted(kevui::RunId id, const kevui::PackPreview& pack);
+    void stepArrived(kevui::RunId id, const kev::StepEvent& event);
+    void runFinished(kevui::RunId id, const kev::GenerationResult& result);
+    void runFailed(kevui::RunId id, const QString& message);
+    void previewReady(quint64 id, const kevui::PackPreview& pack);
+    void previewFailed(quint64 id, const QString& message);
+
+private:
+    PackPreview makePreview(const kev::PreparedPack& pack, const QVector<int>& cardOfRequest) const;
+
+    std::unique_ptr<kev::Session> session_;
+    ModelInfo info_;
+    std::shared_ptr<std::atomic<bool>> loadCancel_;
+};
+
+// Owns the worker thread; the window's single entry point to the engine.
+class EngineHost : public QObject {
+    Q_OBJECT
+public:
+    explicit EngineHost(QObject* parent = nullptr);
+    // Cancels whatever runs, then quit() + wait() on the thread.
+    ~EngineHost() override;
+
+    void load(const QString& path, const LoadSettings& settings);
+    void cancelLoad();
+    // Starts a run; returns its id. `cardOfRequest[i]` is the window's card for
+    // request card i (carried back in runStarted's preview).
+    RunId run(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
+    // Stops the current run within one step (every card, or one card of the request).
+    void cancel();
+    void cancelCard(int requestCard);
+    // Pack view: newer previews replace older ones.
+    void preview(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
+
+    bool loading() const { return loading_; }
+    bool running() const { return current_ != 0; }
+    bool hasModel() const { return hasModel_; }
+    const ModelInfo& model() const { return model_; }
+    RunId currentRun() const { return current_; }
+
+Q_SIGNALS:
+    void loadProgress(int done, int total);
+    void modelLoaded(const kevui::ModelInfo& info);
+    void loadFailed(const QString& path, const QString& message);
+    // Only for the current run; stale ones are dropped.
+    void runStarted(kevui::RunId id, const kevui::PackPreview& pack);
+    void stepArrived(kevui::RunId id, const kev::StepEvent& event);
+    void runFinished(kevui::RunId id, const kev::GenerationResult& result);
+    void runFailed(kevui::RunId id, const QString& message);
+    void previewReady(const kevui::PackPreview& pack);
+    void previewFailed(const QString& message);
+
+    // To the worker (queued).
+    void requestLoad(const QString& path, const kevui::LoadSettings& settings);
+    void requestRun(kevui::RunId id, const kev::GenerationRequest& request,
+                    const kevui::CancelHandle& cancel, const QVector<int>& cardOfRequest);
+    void requestPreview(quint64 id, const kev::GenerationRequest& request,
+                        const QVector<int>& cardOfRequest);
+
+private:
+    QThread thread_;
+    EngineWorker* worker_ = nullptr;
+    std::shared_ptr<std::atomic<bool>> loadCancel_;
+    CancelHandle cancel_;
+    RunId nextRun_ = 1;
+    RunId current_ = 0;
+    quint64 nextPreview_ = 1;
+    quint64 wantedPreview_ = 0;
+    bool loading_ = false;
+    bool hasModel_ = false;
+    ModelInfo model_;
+};
+
+}  // namespace kevui

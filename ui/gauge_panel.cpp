@@ -1,0 +1,159 @@
+#include "gauge_panel.h"
+
+#include <QFile>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QPainter>
+#include <QPainterPath>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+#include "card_colors.h"
+
+namespace kevui {
+
+qint64 processResidentBytes() {
+    // /proc files report a size of 0, so read them whole instead of testing atEnd().
+    QFile status(QStringLiteral("/proc/self/status"));
+    if (!status.open(QIODevice::ReadOnly | QIODevice::Text)) return 0;
+    for (const QByteArray& line : status.readAll().split('\n')) {
+        if (line.startsWith("VmRSS:")) {
+            // "VmRSS:	  123456 kB"
+            const QList<QByteArray> parts = line.mid(6).simplified().split(' ');
+            if (!parts.isEmpty()) return parts.front().toLongLong() * 1024;
+        }
+    }
+    return 0;
+}
+
+// ---- RatePlot -------------------------------------------------------------------------
+
+RatePlot::RatePlot(QWidget* parent) : QWidget(parent) {
+    setObjectName(QStringLiteral("ratePlot"));
+    setMinimumSize(160, 48);
+    setToolTip(QStringLiteral("Aggregate tokens/s over the run"));
+}
+
+void RatePlot::addSample(double value) {
+    samples_.push_back(value);
+    if (samples_.size() > kCapacity) samples_.remove(0, samples_.size() - kCapacity);
+    update();
+}
+
+void RatePlot::clear() {
+    samples_.clear();
+    update();
+}
+
+void RatePlot::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    const QRectF r = rect().adjusted(1, 1, -1, -1);
+    p.fillRect(r, palette().base());
+    p.setPen(palette().mid().color());
+    p.drawRect(r);
+    if (samples_.size() < 2) return;
+    const double top = std::max(1e-9, *std::max_element(samples_.begin(), samples_.end()));
+    QPainterPath path;
+    const double dx = r.width() / (kCapacity - 1);
+    for (int i = 0; i < samples_.size(); ++i) {
+        const QPointF pt(r.left() + i * dx, r.bottom() - samples_[i] / top * (r.height() - 12));
+        if (i == 0) path.moveTo(pt);
+        else path.lineTo(pt);
+    }
+    p.setPen(QPen(palette().highlight().color(), 1.5));
+    p.drawPath(path);
+    p.setPen(palette().text().color());
+    p.drawText(r.adjusted(4, 2, -4, -2), Qt::AlignTop | Qt::AlignRight,
+               QStringLiteral("max %1 tok/s").arg(top, 0, 'f', 1));
+}
+
+// ---- GaugePanel -----------------------------------------------------------------------
+
+GaugePanel::GaugePanel(QWidget* parent) : QWidget(parent) {
+    setObjectName(QStringLiteral("gaugePanel"));
+    auto* layout = new QHBoxLayout(this);
+    layout->setContentsMargins(4, 2, 4, 2);
+    auto* labels = new QVBoxLayout;
+    memory_ = new QLabel(this);
+    memory_->setObjectName(QStringLiteral("memoryGauge"));
+    memory_->setToolTip(QStringLiteral("Resident memory of the whole Kev process (CPU)"));
+    model_ = new QLabel(this);
+    model_->setObjectName(QStringLiteral("modelBytesGauge"));
+    aggregate_ = new QLabel(this);
+    aggregate_->setObjectName(QStringLiteral("aggregateGauge"));
+    perCard_ = new QLabel(this);
+    perCard_->setObjectName(QStringLiteral("perCardGauge"));
+    perCard_->setTextFormat(Qt::RichText);
+    for (QLabel* l : {memory_, model_, aggregate_, perCard_}) labels->addWidget(l);
+    labels->addStretch(1);
+    layout->addLayout(labels, 1);
+    plot_ = new RatePlot(this);
+    layout->addWidget(plot_, 1);
+
+    setModelBytes(0);
+    setCacheBytes(0, Figure::Planned);
+    aggregate_->setText(QStringLiteral("Aggregate: – tok/s"));
+    memoryTimer_ = new QTimer(this);
+    memoryTimer_->setInterval(1000);
+    connect(memoryTimer_, &QTimer::timeout, this, &GaugePanel::refreshMemory);
+    memoryTimer_->start();
+    refreshMemory();
+}
+
+void GaugePanel::refreshMemory() {
+    memory_->setText(QStringLiteral("Process memory (RSS): %1").arg(QLocale().formattedDataSize(processResidentBytes())));
+}
+
+void GaugePanel::setModelBytes(qint64 weightBytes) {
+    model_->setProperty("weights", weightBytes);
+    const qint64 kv = model_->property("kv").toLongLong();
+    const bool estimate = model_->property("kvEstimate").toBool();
+    model_->setText(QStringLiteral("Weights: %1 · KV cache: %2%3")
+                        .arg(weightBytes ? QLocale().formattedDataSize(weightBytes) : QStringLiteral("–"),
+                             kv ? QLocale().formattedDataSize(kv) : QStringLiteral("–"),
+                             kv && estimate ? QStringLiteral(" (planned)") : QString()));
+}
+
+void GaugePanel::setCacheBytes(qint64 kvBytes, Figure figure) {
+    model_->setProperty("kv", kvBytes);
+    model_->setProperty("kvEstimate", figure == Figure::Planned);
+    setModelBytes(model_->property("weights").toLongLong());
+}
+
+void GaugePanel::startRun() {
+    plot_->clear();
+    cardRates_.clear();
+    aggregate_->setText(QStringLiteral("Aggregate: – tok/s"));
+    perCard_->clear();
+}
+
+void GaugePanel::addStep(double aggregateTokensPerS, const QVector<QPair<int, double>>& perCard) {
+    if (aggregateTokensPerS > 0) {
+        aggregate_->setText(QStringLiteral("Aggregate: %1 tok/s").arg(aggregateTokensPerS, 0, 'f', 1));
+        plot_->addSample(aggregateTokensPerS);
+    }
+    for (const auto& [card, rate] : perCard) {
+        auto it = std::find_if(cardRates_.begin(), cardRates_.end(), [card = card](const auto& e) { return e.first == card; });
+        if (it == cardRates_.end()) cardRates_.push_back({card, rate});
+        else it->second = rate;
+    }
+    std::sort(cardRates_.begin(), cardRates_.end());
+    QStringList parts;
+    for (const auto& [card, rate] : cardRates_) {
+        parts << QStringLiteral("<span style='background:%1'>&nbsp;%2&nbsp;</span> %3")
+                     .arg(cardColor(card).name())
+                     .arg(card + 1)
+                     .arg(rate, 0, 'f', 1);
+    }
+    perCard_->setText(QStringLiteral("Per card tok/s: ") + parts.join(QStringLiteral(" · ")));
+}
+
+QString GaugePanel::text() const {
+    return QStringList{memory_->text(), model_->text(), aggregate_->text(), perCard_->text()}.join(QLatin1Char('\n'));
+}
+
+}  // namespace kevui

@@ -1,0 +1,60 @@
+// Live gauges: memory (process RSS on CPU, the model's weights and KV cache, labelled
+// as what they are), aggregate and per-card tokens/s, and a rolling plot of tok/s.
+#pragma once
+
+#include <QVector>
+#include <QWidget>
+
+class QLabel;
+class QTimer;
+
+namespace kevui {
+
+// A small line plot of the last samples (custom painted: no chart dependency).
+class RatePlot : public QWidget {
+    Q_OBJECT
+public:
+    explicit RatePlot(QWidget* parent = nullptr);
+    void addSample(double value);
+    void clear();
+    const QVector<double>& samples() const { return samples_; }
+    QSize sizeHint() const override { return {240, 60}; }
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+
+private:
+    QVector<double> samples_;
+    static constexpr int kCapacity = 120;
+};
+
+class GaugePanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit GaugePanel(QWidget* parent = nullptr);
+
+    void setModelBytes(qint64 weightBytes);
+    enum class Figure { Planned, Measured };
+    void setCacheBytes(qint64 kvBytes, Figure figure);
+    void startRun();
+    // One step: the aggregate rate and one rate per card (window card index, tok/s).
+    void addStep(double aggregateTokensPerS, const QVector<QPair<int, double>>& perCard);
+    void refreshMemory();
+
+    QString text() const;  // every gauge as text (tests, accessibility)
+    RatePlot* plot() const { return plot_; }
+
+private:
+    QLabel* memory_ = nullptr;
+    QLabel* model_ = nullptr;
+    QLabel* aggregate_ = nullptr;
+    QLabel* perCard_ = nullptr;
+    RatePlot* plot_ = nullptr;
+    QTimer* memoryTimer_ = nullptr;
+    QVector<QPair<int, double>> cardRates_;
+};
+
+// Resident set size of this process (VmRSS in /proc/self/status), 0 when unknown.
+qint64 processResidentBytes();
+
+}  // namespace kevui

@@ -1,0 +1,304 @@
+// MainWindow, part two: how the window is put together (actions, toolbar, menus, the
+// central area). Behaviour lives in main_window.cpp.
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QLabel>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPainter>
+#include <QPixmap>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QToolBar>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "card_colors.h"
+#include "engine_worker.h"
+#include "gauge_panel.h"
+#include "kev/engine_info.h"
+#include "main_window.h"
+#include "main_window_keys.h"
+#include "pack_view.h"
+
+namespace kevui {
+
+using namespace window;
+
+namespace {
+
+void disableComboItem(QComboBox* combo, int row, const QString& why) {
+    // Qt::UserRole - 1 is the item flags role of QStandardItemModel: 0 = not selectable.
+    combo->setItemData(row, 0, Qt::UserRole - 1);
+    combo->setItemData(row, why, Qt::ToolTipRole);
+}
+
+}  // namespace
+
+// The window icon, drawn like resources/icons/kev.svg (no SVG plugin needed).
+QIcon MainWindow::kevIcon() {
+    QPixmap pm(64, 64);
+    pm.fill(Qt::transparent);
+    QPainter p(&pm);
+    p.setRenderHint(QPainter::Antialiasing);
+    p.setPen(Qt::NoPen);
+    p.setBrush(QColor(0x26, 0x32, 0x38));
+    p.drawRoundedRect(QRectF(2, 2, 60, 60), 10, 10);
+    for (int i = 0; i < 3; ++i) {
+        p.setBrush(cardColor(i));
+        p.drawRoundedRect(QRectF(8 + i * 17, 14, 14, 36), 3, 3);
+    }
+    return QIcon(pm);
+}
+
+void MainWindow::buildActions() {
+    run_ = new QAction(QStringLiteral("Run"), this);
+    run_->setObjectName(QStringLiteral("runAction"));
+    run_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+    run_->setToolTip(QStringLiteral("Answer every card in one packed pass (Ctrl+Return)"));
+    connect(run_, &QAction::triggered, this, [this] { runAll(); });
+    stop_ = new QAction(QStringLiteral("Stop"), this);
+    stop_->setObjectName(QStringLiteral("stopAction"));
+    stop_->setShortcut(QKeySequence(Qt::Key_Escape));
+    stop_->setToolTip(QStringLiteral("Stop every card after the current step (Esc)"));
+    connect(stop_, &QAction::triggered, this, &MainWindow::stop);
+    addCardAction_ = new QAction(QStringLiteral("Add question"), this);
+    addCardAction_->setObjectName(QStringLiteral("addCardAction"));
+    addCardAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_N));
+    connect(addCardAction_, &QAction::triggered, this, [this] { addCard(); });
+    openModel_ = new QAction(QStringLiteral("Open model…"), this);
+    openModel_->setObjectName(QStringLiteral("openModelAction"));
+    openModel_->setShortcut(QKeySequence::Open);
+    connect(openModel_, &QAction::triggered, this, [this] {
+        const QString file = QFileDialog::getOpenFileName(this, QStringLiteral("Open a model"), QFileInfo(modelPath_).path(),
+                                                          QStringLiteral("GGUF models (*.gguf);;All files (*)"));
+        if (!file.isEmpty()) openModel(file);
+    });
+}
+
+void MainWindow::openModelFolder() {
+    const QString dir = QFileDialog::getExistingDirectory(this, QStringLiteral("Open a Hugging Face model folder"),
+                                                          QFileInfo(modelPath_).path());
+    if (!dir.isEmpty()) openModel(dir);
+}
+
+void MainWindow::buildToolbar() {
+    QToolBar* bar = addToolBar(QStringLiteral("Main"));
+    bar->setObjectName(QStringLiteral("mainToolbar"));
+    bar->setMovable(false);
+
+    modelLabel_ = new QLabel(bar);
+    modelLabel_->setObjectName(QStringLiteral("modelLabel"));
+    bar->addWidget(modelLabel_);
+    bar->addAction(openModel_);
+    bar->addSeparator();
+
+    device_ = new QComboBox(bar);
+    device_->setObjectName(QStringLiteral("deviceCombo"));
+    device_->setToolTip(QStringLiteral("Where the model runs"));
+    device_->addItem(QStringLiteral("CPU"));
+    device_->addItem(QStringLiteral("CUDA"));
+    if (!kev::engine_info().cuda_available)
+        disableComboItem(device_, 1, QStringLiteral("No CUDA device is visible to this libtorch"));
+    bar->addWidget(device_);
+
+    precision_ = new QComboBox(bar);
+    precision_->setObjectName(QStringLiteral("precisionCombo"));
+    precision_->addItems({QStringLiteral("4-bit"), QStringLiteral("half"), QStringLiteral("fp32")});
+    disableComboItem(precision_, kPrecision4Bit,
+                     QStringLiteral("4-bit weights are not available yet: the engine has no 4-bit linear layer"));
+    precision_->setItemData(kPrecisionHalf, QStringLiteral("bf16 on CPU, fp16 on CUDA"), Qt::ToolTipRole);
+    precision_->setItemData(kPrecisionF32, QStringLiteral("32-bit floats: exact, twice the memory of half"), Qt::ToolTipRole);
+    precision_->setCurrentIndex(kPrecisionF32);
+    bar->addWidget(precision_);
+
+    lora_ = new QCheckBox(QStringLiteral("LoRA"), bar);
+    lora_->setObjectName(QStringLiteral("loraCheck"));
+    lora_->setEnabled(false);
+    lora_->setToolTip(QStringLiteral("LoRA adapters are not available yet: the engine cannot load adapters"));
+    bar->addWidget(lora_);
+    bar->addSeparator();
+    bar->addAction(run_);
+    bar->addAction(stop_);
+    bar->addAction(addCardAction_);
+
+    const auto reload = [this](int) {
+        if (!restoring_) reloadModel();
+    };
+    connect(device_, qOverload<int>(&QComboBox::currentIndexChanged), this, reload);
+    connect(precision_, qOverload<int>(&QComboBox::currentIndexChanged), this, reload);
+
+    loadProgress_ = new QProgressBar(this);
+    loadProgress_->setObjectName(QStringLiteral("loadProgress"));
+    loadProgress_->setMaximumWidth(160);
+    loadProgress_->setVisible(false);
+    cancelLoad_ = new QToolButton(this);
+    cancelLoad_->setText(QStringLiteral("Cancel load"));
+    cancelLoad_->setObjectName(QStringLiteral("cancelLoadButton"));
+    cancelLoad_->setVisible(false);
+    connect(cancelLoad_, &QToolButton::clicked, this, [this] { engine_->cancelLoad(); });
+    statusBar()->addPermanentWidget(loadProgress_);
+    statusBar()->addPermanentWidget(cancelLoad_);
+}
+
+void MainWindow::buildMenus() {
+    QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
+    file->addAction(openModel_);
+    file->addAction(QStringLiteral("Open model folder…"), this, &MainWindow::openModelFolder);
+    recentMenu_ = file->addMenu(QStringLiteral("Recent models"));
+    file->addSeparator();
+    file->addAction(QStringLiteral("Open question set…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Open a question set"), QString(),
+                                                          QStringLiteral("Question sets (*.json)"));
+        if (!path.isEmpty()) loadQuestionSet(path);
+    });
+    file->addAction(QStringLiteral("Save question set…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save the question set"), QString(),
+                                                          QStringLiteral("Question sets (*.json)"));
+        if (!path.isEmpty()) saveQuestionSet(path);
+    });
+    examplesMenu_ = file->addMenu(QStringLiteral("Example question sets"));
+    file->addSeparator();
+    file->addAction(QStringLiteral("Export answers as Markdown…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export answers"), QString(),
+                                                          QStringLiteral("Markdown (*.md)"));
+        if (!path.isEmpty()) exportMarkdown(path);
+    });
+    file->addAction(QStringLiteral("Export answers as JSON…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export answers"), QString(),
+                                                          QStringLiteral("JSON (*.json)"));
+        if (!path.isEmpty()) exportJson(path);
+    });
+    file->addSeparator();
+    QAction* quit = file->addAction(QStringLiteral("Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+
+    QMenu* run = menuBar()->addMenu(QStringLiteral("&Run"));
+    run->addAction(run_);
+    run->addAction(stop_);
+    run->addAction(addCardAction_);
+
+    QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
+    help->addAction(QStringLiteral("Keyboard shortcuts"), this, [this] {
+        QMessageBox::information(this, QStringLiteral("Keyboard shortcuts"),
+                                 QStringLiteral("Ctrl+Return\tRun every card\nEsc\tStop\nCtrl+N\tAdd a question\n"
+                                                "Ctrl+O\tOpen a model\nCtrl+Q\tQuit"));
+    });
+    help->addAction(QStringLiteral("About Kev"), this, [this] {
+        QMessageBox::about(this, QStringLiteral("About Kev"),
+                           QStringLiteral("<b>Kev %1</b><p>Answers several questions in one packed forward pass, "
+                                          "each isolated from the others, each with its own temperature.</p>")
+                               .arg(QApplication::applicationVersion()));
+    });
+    rebuildRecentMenu();
+    rebuildExamplesMenu();
+}
+
+void MainWindow::buildCentral() {
+    auto* central = new QWidget(this);
+    auto* layout = new QVBoxLayout(central);
+    layout->setContentsMargins(6, 4, 6, 4);
+
+    modelStatus_ = new QLabel(central);
+    modelStatus_->setObjectName(QStringLiteral("modelStatus"));
+    modelStatus_->setWordWrap(true);
+    modelStatus_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(modelStatus_);
+
+    message_ = new QLabel(central);
+    message_->setObjectName(QStringLiteral("windowMessage"));
+    message_->setWordWrap(true);
+    message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    message_->setVisible(false);
+    layout->addWidget(message_);
+
+    sharedToggle_ = new QToolButton(central);
+    sharedToggle_->setObjectName(QStringLiteral("sharedContextToggle"));
+    sharedToggle_->setText(QStringLiteral("Shared context (seen by every card, computed once)"));
+    sharedToggle_->setCheckable(true);
+    sharedToggle_->setAutoRaise(true);
+    sharedToggle_->setArrowType(Qt::RightArrow);
+    sharedToggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    layout->addWidget(sharedToggle_);
+    sharedContext_ = new QPlainTextEdit(central);
+    sharedContext_->setObjectName(QStringLiteral("sharedContextEdit"));
+    sharedContext_->setPlaceholderText(QStringLiteral("A document or instructions every card asks about (optional)"));
+    sharedContext_->setMaximumHeight(64);
+    sharedContext_->setVisible(false);
+    layout->addWidget(sharedContext_);
+    connect(sharedToggle_, &QToolButton::toggled, this, [this](bool on) {
+        sharedContext_->setVisible(on);
+        sharedToggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
+    });
+    connect(sharedContext_, &QPlainTextEdit::textChanged, this, [this] {
+        scheduleAutosave();
+        schedulePreview();
+    });
+
+    auto* splitter = new QSplitter(Qt::Vertical, central);
+    cardScroll_ = new QScrollArea(splitter);
+    cardScroll_->setObjectName(QStringLiteral("cardScroll"));
+    cardScroll_->setWidgetResizable(true);
+    cardScroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    cardRow_ = new QWidget(cardScroll_);
+    cardLayout_ = new QHBoxLayout(cardRow_);
+    cardLayout_->setContentsMargins(2, 2, 2, 2);
+    addCardButton_ = new QPushButton(QStringLiteral("+\nAdd question"), cardRow_);
+    addCardButton_->setObjectName(QStringLiteral("addCardButton"));
+    addCardButton_->setFixedWidth(120);
+    addCardButton_->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Expanding);
+    connect(addCardButton_, &QPushButton::clicked, this, [this] { addCard(); });
+    cardLayout_->addWidget(addCardButton_);
+    cardLayout_->addStretch(1);
+    cardScroll_->setWidget(cardRow_);
+    splitter->addWidget(cardScroll_);
+
+    auto* bottom = new QWidget(splitter);
+    auto* bottomLayout = new QHBoxLayout(bottom);
+    bottomLayout->setContentsMargins(0, 0, 0, 0);
+    gauges_ = new GaugePanel(bottom);
+    packView_ = new PackView(bottom);
+    bottomLayout->addWidget(gauges_, 1);
+    bottomLayout->addWidget(packView_, 1);
+    splitter->addWidget(bottom);
+    splitter->setStretchFactor(0, 3);
+    splitter->setStretchFactor(1, 1);
+    splitter->setSizes({560, 240});
+    layout->addWidget(splitter, 1);
+    setCentralWidget(central);
+}
+
+void MainWindow::rebuildRecentMenu() {
+    recentMenu_->clear();
+    const QStringList recent = QSettings().value(QLatin1String(kSettingRecent)).toStringList();
+    for (const QString& path : recent) {
+        recentMenu_->addAction(path, this, [this, path] { openModel(path); });
+    }
+    recentMenu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::rebuildExamplesMenu() {
+    examplesMenu_->clear();
+    const QDir dir(QStringLiteral(":/examples"));
+    for (const QString& name : dir.entryList({QStringLiteral("*.json")}, QDir::Files, QDir::Name)) {
+        const QString path = dir.filePath(name);
+        QString title = QFileInfo(name).completeBaseName().replace(QLatin1Char('-'), QLatin1Char(' '));
+        examplesMenu_->addAction(title, this, [this, path] { loadQuestionSet(path); });
+    }
+    examplesMenu_->setEnabled(!examplesMenu_->isEmpty());
+}
+
+}  // namespace kevui

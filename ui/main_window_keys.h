@@ -1,0 +1,20 @@
+// What the main window's two source files share: settings keys and toolbar rows.
+#pragma once
+
+namespace kevui::window {
+
+constexpr int kMaxRecentModels = 8;
+// Rows of the precision combo.
+constexpr int kPrecision4Bit = 0;
+constexpr int kPrecisionHalf = 1;
+constexpr int kPrecisionF32 = 2;
+
+// QSettings keys.
+constexpr const char* kSettingLastModel = "model/last";
+constexpr const char* kSettingRecent = "model/recent";
+constexpr const char* kSettingPrecision = "model/precision";
+constexpr const char* kSettingDevice = "model/device";
+constexpr const char* kSettingGeometry = "window/geometry";
+constexpr const char* kSettingState = "window/state";
+
+}  // namespace kevui::window

@@ -1,0 +1,325 @@
+#include "question_card.h"
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QRegularExpressionValidator>
+#include <QScrollBar>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTextCursor>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "card_colors.h"
+
+namespace kevui {
+
+namespace {
+
+constexpr int kSliderSteps = 200;  // 0.00 .. 2.00 in steps of 0.01
+constexpr double kMaxUiTemperature = 2.0;
+const QString kStopSeparator = QStringLiteral("|");
+
+QToolButton* toolButton(const QString& text, const QString& tip, const QString& name, QWidget* parent) {
+    auto* b = new QToolButton(parent);
+    b->setText(text);
+    b->setToolTip(tip);
+    b->setObjectName(name);
+    b->setAutoRaise(true);
+    return b;
+}
+
+}  // namespace
+
+QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
+    setObjectName(QStringLiteral("questionCard"));
+    setFrameShape(QFrame::StyledPanel);
+    setFixedWidth(380);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(8, 6, 8, 6);
+
+    auto* header = new QHBoxLayout;
+    title_ = new QLabel(this);
+    title_->setObjectName(QStringLiteral("cardTitle"));
+    auto* left = toolButton(QStringLiteral("◀"), QStringLiteral("Move this card left"), QStringLiteral("moveLeftButton"), this);
+    auto* right = toolButton(QStringLiteral("▶"), QStringLiteral("Move this card right"), QStringLiteral("moveRightButton"), this);
+    header->addWidget(left);
+    header->addWidget(title_, 1);
+    header->addWidget(right);
+    connect(left, &QToolButton::clicked, this, [this] { Q_EMIT moveRequested(-1); });
+    connect(right, &QToolButton::clicked, this, [this] { Q_EMIT moveRequested(+1); });
+    auto* sweep = toolButton(QStringLiteral("Sweep"), QStringLiteral("Turn this card into variants over temperature, run side by side"),
+                             QStringLiteral("sweepButton"), this);
+    replay_ = toolButton(QStringLiteral("Replay"), QStringLiteral("Re-run this card alone and check its tokens match the packed run"),
+                         QStringLiteral("replayButton"), this);
+    replay_->setEnabled(false);
+    auto* dup = toolButton(QStringLiteral("Duplicate"), QStringLiteral("Same question, another temperature, side by side"),
+                           QStringLiteral("duplicateButton"), this);
+    auto* remove = toolButton(QStringLiteral("✕"), QStringLiteral("Remove this card"), QStringLiteral("removeButton"), this);
+    header->addWidget(dup);
+    header->addWidget(remove);
+    layout->addLayout(header);
+    connect(sweep, &QToolButton::clicked, this, &QuestionCard::sweepRequested);
+    connect(replay_, &QToolButton::clicked, this, &QuestionCard::replayRequested);
+    connect(dup, &QToolButton::clicked, this, &QuestionCard::duplicateRequested);
+    connect(remove, &QToolButton::clicked, this, &QuestionCard::removeRequested);
+
+    question_ = new QPlainTextEdit(this);
+    question_->setObjectName(QStringLiteral("questionEdit"));
+    question_->setPlaceholderText(QStringLiteral("Type a question…"));
+    question_->setFixedHeight(72);
+    question_->setTabChangesFocus(true);
+    layout->addWidget(question_);
+    connect(question_, &QPlainTextEdit::textChanged, this, [this] {
+        if (!question_->toPlainText().trimmed().isEmpty()) clearMessage();
+        Q_EMIT changed();
+    });
+
+    auto* tempRow = new QHBoxLayout;
+    auto* tempLabel = new QLabel(QStringLiteral("Temperature"), this);
+    tempLabel->setToolTip(QStringLiteral("0 = greedy (always the most likely token)"));
+    temperatureSlider_ = new QSlider(Qt::Horizontal, this);
+    temperatureSlider_->setObjectName(QStringLiteral("temperatureSlider"));
+    temperatureSlider_->setRange(0, kSliderSteps);
+    temperatureSpin_ = new QDoubleSpinBox(this);
+    temperatureSpin_->setObjectName(QStringLiteral("temperatureSpin"));
+    temperatureSpin_->setRange(0.0, kMaxUiTemperature);
+    temperatureSpin_->setDecimals(2);
+    temperatureSpin_->setSingleStep(0.05);
+    tempRow->addWidget(tempLabel);
+    tempRow->addWidget(temperatureSlider_, 1);
+    tempRow->addWidget(temperatureSpin_);
+    layout->addLayout(tempRow);
+    connect(temperatureSlider_, &QSlider::valueChanged, this, &QuestionCard::setTemperatureFromSlider);
+    connect(temperatureSpin_, qOverload<double>(&QDoubleSpinBox::valueChanged), this,
+            &QuestionCard::setTemperatureFromSpin);
+
+    advancedToggle_ = new QToolButton(this);
+    advancedToggle_->setObjectName(QStringLiteral("advancedToggle"));
+    advancedToggle_->setText(QStringLiteral("Advanced settings"));
+    advancedToggle_->setCheckable(true);
+    advancedToggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    advancedToggle_->setArrowType(Qt::RightArrow);
+    advancedToggle_->setAutoRaise(true);
+    layout->addWidget(advancedToggle_);
+
+    advanced_ = new QWidget(this);
+    advanced_->setObjectName(QStringLiteral("advancedSettings"));
+    auto* form = new QFormLayout(advanced_);
+    form->setContentsMargins(12, 0, 0, 0);
+    topP_ = new QDoubleSpinBox(advanced_);
+    topP_->setObjectName(QStringLiteral("topPSpin"));
+    topP_->setRange(0.01, 1.0);
+    topP_->setSingleStep(0.05);
+    topP_->setDecimals(2);
+    topP_->setToolTip(QStringLiteral("Keep the smallest set of tokens with this much probability (1 = off)"));
+    topK_ = new QSpinBox(advanced_);
+    topK_->setObjectName(QStringLiteral("topKSpin"));
+    topK_->setRange(0, 100000);
+    topK_->setSpecialValueText(QStringLiteral("off"));
+    maxNewTokens_ = new QSpinBox(advanced_);
+    maxNewTokens_->setObjectName(QStringLiteral("maxNewTokensSpin"));
+    maxNewTokens_->setRange(1, 32768);
+    seed_ = new QLineEdit(advanced_);
+    seed_->setObjectName(QStringLiteral("seedEdit"));
+    seed_->setPlaceholderText(QStringLiteral("random"));
+    seed_->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("[0-9]{0,20}")), seed_));
+    stops_ = new QLineEdit(advanced_);
+    stops_->setObjectName(QStringLiteral("stopStringsEdit"));
+    stops_->setPlaceholderText(QStringLiteral("none"));
+    stops_->setToolTip(QStringLiteral("Stop strings, separated by |"));
+    lora_ = new QCheckBox(QStringLiteral("LoRA adapter"), advanced_);
+    lora_->setObjectName(QStringLiteral("cardLoraCheck"));
+    lora_->setEnabled(false);
+    lora_->setToolTip(QStringLiteral("Per-card LoRA is not available yet: the engine cannot apply adapters"));
+    form->addRow(QStringLiteral("Top-p"), topP_);
+    form->addRow(QStringLiteral("Top-k"), topK_);
+    form->addRow(QStringLiteral("Max new tokens"), maxNewTokens_);
+    form->addRow(QStringLiteral("Seed"), seed_);
+    form->addRow(QStringLiteral("Stop strings"), stops_);
+    form->addRow(QString(), lora_);
+    advanced_->setVisible(false);
+    layout->addWidget(advanced_);
+    connect(advancedToggle_, &QToolButton::toggled, this, [this](bool on) {
+        advanced_->setVisible(on);
+        advancedToggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
+    });
+    const auto emitChanged = [this] { Q_EMIT changed(); };
+    connect(topP_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, emitChanged);
+    connect(topK_, qOverload<int>(&QSpinBox::valueChanged), this, emitChanged);
+    connect(maxNewTokens_, qOverload<int>(&QSpinBox::valueChanged), this, emitChanged);
+    connect(seed_, &QLineEdit::textChanged, this, emitChanged);
+    connect(stops_, &QLineEdit::textChanged, this, emitChanged);
+
+    message_ = new QLabel(this);
+    message_->setObjectName(QStringLiteral("cardMessage"));
+    message_->setWordWrap(true);
+    message_->setVisible(false);
+    layout->addWidget(message_);
+
+    answerView_ = new QPlainTextEdit(this);
+    answerView_->setObjectName(QStringLiteral("answerView"));
+    answerView_->setReadOnly(true);
+    answerView_->setPlaceholderText(QStringLiteral("The answer streams in here."));
+    layout->addWidget(answerView_, 1);
+
+    auto* footerRow = new QHBoxLayout;
+    footer_ = new QLabel(this);
+    footer_->setObjectName(QStringLiteral("cardFooter"));
+    footer_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    footer_->setWordWrap(true);
+    layout->addWidget(footer_);
+    stop_ = toolButton(QStringLiteral("Stop"), QStringLiteral("Stop this card only"), QStringLiteral("cardStopButton"), this);
+    stop_->setEnabled(false);
+    auto* copy = toolButton(QStringLiteral("Copy"), QStringLiteral("Copy the answer"), QStringLiteral("copyButton"), this);
+    footerRow->addStretch(1);
+    footerRow->addWidget(stop_);
+    footerRow->addWidget(sweep);
+    footerRow->addWidget(replay_);
+    footerRow->addWidget(copy);
+    layout->addLayout(footerRow);
+    connect(stop_, &QToolButton::clicked, this, &QuestionCard::stopRequested);
+    connect(copy, &QToolButton::clicked, this, [this] { QApplication::clipboard()->setText(answer_.text); });
+
+    setSettings(CardSettings{});
+    setIndex(0);
+    updateFooter();
+}
+
+void QuestionCard::setTemperatureFromSlider(int value) {
+    if (syncing_) return;
+    syncing_ = true;
+    temperatureSpin_->setValue(value / 100.0);
+    syncing_ = false;
+    Q_EMIT changed();
+}
+
+void QuestionCard::setTemperatureFromSpin(double value) {
+    if (syncing_) return;
+    syncing_ = true;
+    temperatureSlider_->setValue(qRound(value * 100.0));
+    syncing_ = false;
+    Q_EMIT changed();
+}
+
+CardSettings QuestionCard::settings() const {
+    CardSettings s;
+    s.question = question_->toPlainText();
+    s.temperature = temperatureSpin_->value();
+    s.topP = topP_->value();
+    s.topK = topK_->value();
+    s.maxNewTokens = maxNewTokens_->value();
+    bool ok = false;
+    const quint64 seed = seed_->text().toULongLong(&ok);
+    if (ok) s.seed = seed;
+    for (const QString& stop : stops_->text().split(kStopSeparator, Qt::SkipEmptyParts)) s.stopStrings.push_back(stop);
+    return s;
+}
+
+void QuestionCard::setSettings(const CardSettings& s) {
+    if (question_->toPlainText() != s.question) question_->setPlainText(s.question);
+    temperatureSpin_->setValue(qBound(0.0, s.temperature, kMaxUiTemperature));
+    topP_->setValue(s.topP);
+    topK_->setValue(s.topK);
+    maxNewTokens_->setValue(s.maxNewTokens);
+    seed_->setText(s.seed ? QString::number(*s.seed) : QString());
+    stops_->setText(s.stopStrings.join(kStopSeparator));
+}
+
+void QuestionCard::setState(const CardState& state) {
+    setSettings(state.settings);
+    answer_ = state.answer;
+    answerView_->setPlainText(answer_.text);
+    replay_->setEnabled(!answer_.finish.isEmpty() && !answer_.tokens.isEmpty());
+    updateFooter();
+}
+
+void QuestionCard::setIndex(int index) {
+    index_ = index;
+    title_->setText(QStringLiteral("<b>Card %1</b>").arg(index + 1));
+    const QColor c = cardColor(index);
+    title_->setStyleSheet(QStringLiteral("QLabel { background: %1; padding: 2px 6px; border-radius: 3px; }").arg(c.name()));
+}
+
+void QuestionCard::startAnswer() {
+    answer_ = CardAnswer{};
+    answerView_->clear();
+    clearMessage();
+    replay_->setEnabled(false);
+    updateFooter();
+}
+
+void QuestionCard::appendAnswer(const QString& delta) {
+    if (delta.isEmpty()) return;
+    answer_.text += delta;
+    QScrollBar* bar = answerView_->verticalScrollBar();
+    const bool atEnd = bar->value() == bar->maximum();
+    QTextCursor cursor(answerView_->document());
+    cursor.movePosition(QTextCursor::End);
+    cursor.insertText(delta);
+    if (atEnd) bar->setValue(bar->maximum());
+}
+
+void QuestionCard::setProgress(qint64 generated, double tokensPerS, double ttftS) {
+    answer_.generatedTokens = generated;
+    answer_.tokensPerS = tokensPerS;
+    answer_.timeToFirstTokenS = ttftS;
+    updateFooter();
+}
+
+void QuestionCard::finishAnswer(const CardAnswer& answer) {
+    // The final text may be shorter than what streamed (a stop string is cut off).
+    if (answer.text != answer_.text) answerView_->setPlainText(answer.text);
+    answer_ = answer;
+    replay_->setEnabled(!answer_.tokens.isEmpty());
+    updateFooter();
+}
+
+void QuestionCard::setRunning(bool running) {
+    running_ = running;
+    stop_->setEnabled(running);
+    updateFooter();
+}
+
+QString QuestionCard::footerText() const { return footer_->text(); }
+
+void QuestionCard::updateFooter() {
+    if (running_ && answer_.generatedTokens == 0) {
+        footer_->setText(QStringLiteral("waiting for the first token…"));
+        return;
+    }
+    if (answer_.generatedTokens == 0 && answer_.finish.isEmpty()) {
+        footer_->setText(QString());
+        return;
+    }
+    QString text = QStringLiteral("%1 tokens · %2 tok/s · TTFT %3 s")
+                       .arg(answer_.generatedTokens)
+                       .arg(answer_.tokensPerS, 0, 'f', 1)
+                       .arg(answer_.timeToFirstTokenS, 0, 'f', 2);
+    if (!answer_.finish.isEmpty()) text += QStringLiteral(" · ") + answer_.finish;
+    footer_->setText(text);
+    if (answer_.seedUsed) footer_->setToolTip(QStringLiteral("seed %1").arg(*answer_.seedUsed));
+}
+
+void QuestionCard::showMessage(const QString& text, Tone tone) {
+    message_->setText(text);
+    message_->setStyleSheet(tone == Tone::Error ? QStringLiteral("QLabel { color: #b00020; font-weight: bold; }")
+                                    : QStringLiteral("QLabel { color: #1b5e20; }"));
+    message_->setVisible(true);
+}
+
+void QuestionCard::clearMessage() {
+    message_->clear();
+    message_->setVisible(false);
+}
+
+QString QuestionCard::messageText() const { return message_->text(); }
+
+}  // namespace kevui

@@ -1,0 +1,90 @@
+// A question card: shows one CardState and reports what the user changes. It holds no
+// engine logic; the window builds run requests from settings() and feeds answers back.
+#pragma once
+
+#include <QFrame>
+
+#include "card_state.h"
+
+class QCheckBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QSlider;
+class QSpinBox;
+class QToolButton;
+class QWidget;
+
+namespace kevui {
+
+class QuestionCard : public QFrame {
+    Q_OBJECT
+public:
+    explicit QuestionCard(QWidget* parent = nullptr);
+
+    CardSettings settings() const;
+    void setSettings(const CardSettings& s);
+    CardState state() const { return CardState{settings(), answer_}; }
+    void setState(const CardState& state);
+
+    // The card's place in the row (1-based in the header) and its colour.
+    void setIndex(int index);
+    int index() const { return index_; }
+
+    // Generation feedback.
+    void startAnswer();                          // clears the answer, shows "waiting"
+    void appendAnswer(const QString& delta);
+    void setProgress(qint64 generated, double tokensPerS, double ttftS);
+    void finishAnswer(const CardAnswer& answer); // final text, stats and finish reason
+    void setRunning(bool running);
+    QString answerText() const { return answer_.text; }
+    const CardAnswer& answer() const { return answer_; }
+    QString footerText() const;
+
+    // A specific message on this card (empty question, invalid setting, replay result).
+    void showMessage(const QString& text, Tone tone = Tone::Error);
+    void clearMessage();
+    QString messageText() const;
+
+    QPlainTextEdit* questionEdit() const { return question_; }
+
+Q_SIGNALS:
+    void changed();
+    void duplicateRequested();
+    void removeRequested();
+    void sweepRequested();
+    void replayRequested();
+    void stopRequested();
+    void moveRequested(int delta);  // -1: one place left, +1: right
+
+private:
+    void updateFooter();
+    void setTemperatureFromSlider(int value);
+    void setTemperatureFromSpin(double value);
+
+    int index_ = 0;
+    CardAnswer answer_;
+    bool running_ = false;
+    bool syncing_ = false;  // true while one temperature control follows the other
+
+    QLabel* title_ = nullptr;
+    QPlainTextEdit* question_ = nullptr;
+    QSlider* temperatureSlider_ = nullptr;
+    QDoubleSpinBox* temperatureSpin_ = nullptr;
+    QToolButton* advancedToggle_ = nullptr;
+    QWidget* advanced_ = nullptr;
+    QDoubleSpinBox* topP_ = nullptr;
+    QSpinBox* topK_ = nullptr;
+    QSpinBox* maxNewTokens_ = nullptr;
+    QLineEdit* seed_ = nullptr;
+    QLineEdit* stops_ = nullptr;
+    QCheckBox* lora_ = nullptr;
+    QLabel* message_ = nullptr;
+    QPlainTextEdit* answerView_ = nullptr;
+    QLabel* footer_ = nullptr;
+    QToolButton* stop_ = nullptr;
+    QToolButton* replay_ = nullptr;
+};
+
+}  // namespace kevui

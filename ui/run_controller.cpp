@@ -1,0 +1,207 @@
+#include "run_controller.h"
+
+#include <algorithm>
+
+#include "card_state.h"
+#include "engine_worker.h"
+#include "gauge_panel.h"
+#include "kev/error.h"
+#include "pack_view.h"
+#include "question_card.h"
+
+namespace kevui {
+
+namespace {
+
+CardAnswer answerFrom(const kev::CardResult& r) {
+    CardAnswer a;
+    a.text = QString::fromStdString(r.text);
+    a.finish = QString::fromLatin1(kev::to_string(r.finish));
+    a.promptTokens = r.stats.prompt_tokens;
+    a.generatedTokens = r.stats.generated_tokens;
+    a.tokensPerS = r.stats.tokens_per_s;
+    a.timeToFirstTokenS = r.stats.time_to_first_token_s;
+    a.seedUsed = r.seed;
+    for (kev::TokenId t : r.tokens) a.tokens.push_back(t);
+    return a;
+}
+
+}  // namespace
+
+RunController::RunController(EngineHost* engine, GaugePanel* gauges, PackView* packView, QObject* parent)
+    : QObject(parent), engine_(engine), gauges_(gauges), packView_(packView) {
+    connect(engine_, &EngineHost::runStarted, this, &RunController::onRunStarted);
+    connect(engine_, &EngineHost::stepArrived, this, &RunController::onStep);
+    connect(engine_, &EngineHost::runFinished, this, &RunController::onRunFinished);
+    connect(engine_, &EngineHost::runFailed, this, &RunController::onRunFailed);
+}
+
+bool RunController::running() const { return engine_->running(); }
+
+bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sharedContext) {
+    if (running()) return false;
+    if (!engine_->hasModel() || engine_->loading()) {
+        Q_EMIT windowMessage(engine_->loading() ? QStringLiteral("The model is still loading; run again when it is ready.")
+                                                : QStringLiteral("No model is loaded: open a model first (File ▸ Open model)."), Tone::Error);
+        return false;
+    }
+    if (cards.isEmpty()) {
+        Q_EMIT windowMessage(QStringLiteral("There is no question to answer: add a card first."), Tone::Error);
+        return false;
+    }
+    kev::GenerationRequest request;
+    request.shared_context = sharedContext.toStdString();
+    int problems = 0;
+    for (QuestionCard* card : cards) {
+        const CardSettings s = card->settings();
+        if (s.question.trimmed().isEmpty()) {
+            card->showMessage(QStringLiteral("This question is empty: type a question or remove the card."));
+            ++problems;
+            continue;
+        }
+        kev::CardRequest c{s.question.toStdString(), s.sampling()};
+        try {
+            c.sampling.validate();
+        } catch (const kev::Error& e) {
+            card->showMessage(QStringLiteral("Invalid setting: %1").arg(QString::fromStdString(e.what())));
+            ++problems;
+            continue;
+        }
+        card->clearMessage();
+        request.cards.push_back(std::move(c));
+    }
+    if (problems > 0) {
+        Q_EMIT windowMessage(QStringLiteral("Nothing ran: %1 card(s) need attention (marked in red).").arg(problems), Tone::Error);
+        return false;
+    }
+    Q_EMIT windowMessage(QString(), Tone::Note);
+    kind_ = Kind::Pack;
+    cards_.clear();
+    rowOfCard_.clear();
+    for (int i = 0; i < cards.size(); ++i) {
+        cards_.push_back(cards[i]);
+        rowOfCard_.push_back(i);
+        cards[i]->startAnswer();
+        cards[i]->setRunning(true);
+    }
+    gauges_->startRun();
+    engine_->run(request, rowOfCard_);
+    return true;
+}
+
+bool RunController::replay(QuestionCard* card, int cardIndex, const QString& sharedContext) {
+    if (running() || !engine_->hasModel() || engine_->loading()) return false;
+    const CardAnswer& packed = card->answer();
+    if (packed.tokens.isEmpty() || !packed.seedUsed) {
+        card->showMessage(QStringLiteral("Nothing to replay: run the card first."));
+        return false;
+    }
+    CardSettings s = card->settings();
+    s.seed = packed.seedUsed;
+    kev::GenerationRequest request;
+    request.shared_context = sharedContext.toStdString();
+    request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling()});
+    // Stop where the packed run stopped, so both answers have the same length to compare.
+    request.cards.back().sampling.max_new_tokens = std::max<qsizetype>(1, packed.tokens.size());
+    kind_ = Kind::Replay;
+    cards_ = {card};
+    rowOfCard_ = {cardIndex};
+    card->showMessage(QStringLiteral("Replaying alone…"), Tone::Note);
+    engine_->run(request, rowOfCard_);
+    return true;
+}
+
+void RunController::stop() { engine_->cancel(); }
+
+void RunController::stopCard(QuestionCard* card) {
+    const int i = cards_.indexOf(card);
+    if (i >= 0) engine_->cancelCard(i);
+}
+
+void RunController::onRunStarted(RunId, const PackPreview& pack) {
+    if (kind_ == Kind::Pack) packView_->setPreview(pack);
+    gauges_->setCacheBytes(pack.kvEstimateBytes, GaugePanel::Figure::Planned);
+}
+
+void RunController::onStep(RunId, const kev::StepEvent& event) {
+    if (kind_ == Kind::Replay) return;  // the card keeps showing its packed answer
+    QVector<QPair<int, double>> rates;
+    for (const kev::CardUpdate& u : event.updates) {
+        if (u.card < 0 || u.card >= cards_.size()) continue;
+        QuestionCard* card = cards_[u.card];
+        if (!card) continue;  // removed during the run
+        card->appendAnswer(QString::fromStdString(u.text));
+        card->setProgress(u.stats.generated_tokens, u.stats.tokens_per_s, u.stats.time_to_first_token_s);
+        if (u.finished) {
+            CardAnswer a = card->answer();
+            a.finish = QString::fromLatin1(kev::to_string(*u.finished));
+            card->finishAnswer(a);
+            card->setRunning(false);
+        }
+        rates.push_back({rowOfCard_.value(u.card), u.stats.tokens_per_s});
+    }
+    // The first decode steps divide a handful of tokens by a tiny time: a spike that would
+    // flatten the rest of the plot. The rate is shown from the third forward on.
+    constexpr std::int64_t kFirstSteadyStep = 2;
+    gauges_->addStep(event.step >= kFirstSteadyStep ? event.aggregate_tokens_per_s : 0.0, rates);
+    Q_EMIT answersChanged();
+}
+
+void RunController::showReplayVerdict(QuestionCard* card, const kev::CardResult& solo) {
+    const QVector<int>& packed = card->answer().tokens;
+    const qsizetype soloSize = static_cast<qsizetype>(solo.tokens.size());
+    const qsizetype common = std::min(packed.size(), soloSize);
+    qsizetype diff = -1;
+    for (qsizetype i = 0; i < common && diff < 0; ++i)
+        if (packed[i] != solo.tokens[static_cast<std::size_t>(i)]) diff = i;
+    if (diff < 0 && packed.size() == soloSize) {
+        card->showMessage(QStringLiteral("Solo replay: all %1 tokens match the packed run ✓").arg(packed.size()), Tone::Note);
+    } else if (diff < 0) {
+        card->showMessage(QStringLiteral("Solo replay: the first %1 tokens match; the lengths differ (%2 packed, %3 alone)")
+                              .arg(common)
+                              .arg(packed.size())
+                              .arg(soloSize));
+    } else {
+        card->showMessage(QStringLiteral("Solo replay differs at token %1: packed id %2, alone id %3. Alone: “%4”")
+                              .arg(diff + 1)
+                              .arg(packed[diff])
+                              .arg(solo.tokens[static_cast<std::size_t>(diff)])
+                              .arg(QString::fromStdString(solo.text)));
+    }
+}
+
+void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
+    if (kind_ == Kind::Replay) {
+        if (QuestionCard* card = cards_.value(0); card && !result.cards.empty())
+            showReplayVerdict(card, result.cards.front());
+    } else {
+        for (std::size_t i = 0; i < result.cards.size() && static_cast<int>(i) < cards_.size(); ++i) {
+            if (QuestionCard* card = cards_[static_cast<int>(i)]) card->finishAnswer(answerFrom(result.cards[i]));
+        }
+        gauges_->setCacheBytes(result.cache_bytes, GaugePanel::Figure::Measured);
+        Q_EMIT statusMessage(QStringLiteral("%1 cards answered in %2 s (prefill %3 tokens in %4 s, %5 forwards)")
+                                 .arg(result.cards.size())
+                                 .arg(result.total_s, 0, 'f', 2)
+                                 .arg(result.prefill_tokens)
+                                 .arg(result.prefill_s, 0, 'f', 2)
+                                 .arg(result.steps));
+    }
+    endRun();
+}
+
+void RunController::onRunFailed(RunId, const QString& message) {
+    if (kind_ == Kind::Replay && cards_.value(0)) cards_.value(0)->clearMessage();
+    Q_EMIT windowMessage(QStringLiteral("The run failed: %1").arg(message), Tone::Error);
+    endRun();
+}
+
+void RunController::endRun() {
+    for (QuestionCard* card : cards_)
+        if (card) card->setRunning(false);
+    cards_.clear();
+    rowOfCard_.clear();
+    Q_EMIT answersChanged();
+    Q_EMIT runDone();
+}
+
+}  // namespace kevui

@@ -1,0 +1,59 @@
+// Runs the cards: builds a request from them, streams the worker's events back into
+// them, and compares a solo replay with the packed run. MainWindow owns one and only
+// forwards to it; the widgets it feeds never see the engine.
+#pragma once
+
+#include <QList>
+#include <QObject>
+#include <QPointer>
+#include <QVector>
+
+#include "card_state.h"
+#include "engine_types.h"
+
+namespace kevui {
+
+class EngineHost;
+class GaugePanel;
+class PackView;
+class QuestionCard;
+
+class RunController : public QObject {
+    Q_OBJECT
+public:
+    RunController(EngineHost* engine, GaugePanel* gauges, PackView* packView, QObject* parent = nullptr);
+
+    // Every card in one pack. Returns false (with a message on each card at fault, or
+    // windowMessage) when nothing started.
+    bool runAll(const QList<QuestionCard*>& cards, const QString& sharedContext);
+    // `card` alone, with the seed and length of its packed answer.
+    bool replay(QuestionCard* card, int cardIndex, const QString& sharedContext);
+    void stop();
+    void stopCard(QuestionCard* card);  // also when the card is being removed
+    bool running() const;
+
+Q_SIGNALS:
+    void windowMessage(const QString& text, kevui::Tone tone);
+    void statusMessage(const QString& text);
+    void answersChanged();  // text streamed in: time for an autosave
+    void runDone();         // results (or the failure) reached the cards
+
+private:
+    void onRunStarted(RunId id, const PackPreview& pack);
+    void onStep(RunId id, const kev::StepEvent& event);
+    void onRunFinished(RunId id, const kev::GenerationResult& result);
+    void onRunFailed(RunId id, const QString& message);
+    void showReplayVerdict(QuestionCard* card, const kev::CardResult& solo);
+    void endRun();
+
+    EngineHost* engine_;
+    GaugePanel* gauges_;
+    PackView* packView_;
+    enum class Kind { Pack, Replay };
+    Kind kind_ = Kind::Pack;
+    // Request card i answers into cards_[i]; a card removed mid-run becomes null.
+    QVector<QPointer<QuestionCard>> cards_;
+    QVector<int> rowOfCard_;  // request card -> its place in the row (gauge colours)
+};
+
+}  // namespace kevui
