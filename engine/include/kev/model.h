@@ -28,6 +28,16 @@ struct ForwardBatch {
     std::vector<std::int64_t> slots;        // [S] cache slot each row's key/value is written to
     std::int64_t kv_len = 0;                // rows attend over cache slots [0, kv_len)
     std::vector<std::uint8_t> mask;         // [S * kv_len] row-major, 1 = row may read slot
+    // Optional, instead of `mask` (the decode layout): row r reads exactly the cache slots
+    // [0, reads[r].shared_end) and [reads[r].begin, reads[r].end): the shared context and
+    // its own region up to itself. Only those slots are gathered and read, so a step's
+    // attention cost follows each card's own length, not the whole pack's.
+    struct RowRead {
+        std::int64_t shared_end = 0;
+        std::int64_t begin = 0;
+        std::int64_t end = 0;
+    };
+    std::vector<RowRead> reads;             // [S] or empty (then `mask` is used)
     std::vector<std::int64_t> output_rows;  // rows whose logits are returned, in this order
 };
 

@@ -188,13 +188,19 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                 batch.kv_len = step.kv_len;
                 batch.mask = prefill_slot_mask(plan);
             } else {
+                // Each card reads only the shared context and its own region (not the
+                // whole pack): the forward gathers exactly those slots.
                 for (const StepRow& row : step.rows) {
                     batch.tokens.push_back(row.token);
                     batch.positions.push_back(row.position);
                     batch.slots.push_back(row.slot);
+                    batch.reads.push_back({step.shared_length, row.read_begin, row.slot + 1});
                 }
                 batch.kv_len = step.kv_len;
-                batch.mask = step_slot_mask(step);
+                if (options.dense_decode_mask) {  // the reference path (tests, benchmarks)
+                    batch.reads.clear();
+                    batch.mask = step_slot_mask(step);
+                }
             }
             for (const StepRow& row : step.rows) batch.output_rows.push_back(row.output_row);
 

@@ -121,8 +121,13 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     if (cache.layers() != c.num_layers) bad_batch("the cache was made for another model");
     if (K <= 0 || K > cache.slots())
         bad_batch("kv_len " + std::to_string(K) + " is outside the cache's " + std::to_string(cache.slots()) + " slots");
-    if (static_cast<std::int64_t>(b.mask.size()) != S * K)
+    const bool by_reads = !b.reads.empty();
+    if (by_reads) {
+        if (static_cast<std::int64_t>(b.reads.size()) != S)
+            bad_batch("reads has " + std::to_string(b.reads.size()) + " entries, expected one per row (" + std::to_string(S) + ")");
+    } else if (static_cast<std::int64_t>(b.mask.size()) != S * K) {
         bad_batch("mask has " + std::to_string(b.mask.size()) + " entries, expected rows x kv_len = " + std::to_string(S * K));
+    }
     std::vector<std::uint8_t> slot_taken(static_cast<std::size_t>(K), 0);
     for (std::int64_t r = 0; r < S; ++r) {
         const std::string row = "row " + std::to_string(r) + ": ";
@@ -134,7 +139,15 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         const std::int64_t slot = b.slots[r];
         if (slot < 0 || slot >= K) bad_batch(row + "slot " + std::to_string(slot) + " is outside [0, kv_len)");
         if (slot_taken[slot]++) bad_batch(row + "slot " + std::to_string(slot) + " is written by two rows");
-        if (!b.mask[r * K + slot]) bad_batch(row + "the mask hides the row's own slot");
+        if (by_reads) {
+            const ForwardBatch::RowRead& rd = b.reads[r];
+            if (rd.shared_end < 0 || rd.shared_end > rd.begin || rd.begin > rd.end || rd.end > K)
+                bad_batch(row + "read ranges [0, " + std::to_string(rd.shared_end) + ") and [" + std::to_string(rd.begin) +
+                          ", " + std::to_string(rd.end) + ") are not ordered inside [0, kv_len)");
+            if (slot < rd.begin || slot >= rd.end) bad_batch(row + "the read ranges leave out the row's own slot");
+        } else if (!b.mask[r * K + slot]) {
+            bad_batch(row + "the mask hides the row's own slot");
+        }
     }
     for (std::int64_t r : b.output_rows)
         if (r < 0 || r >= S) bad_batch("output row " + std::to_string(r) + " is outside the batch");
@@ -148,8 +161,28 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     const at::Tensor tokens = from_vector(b.tokens, dev);    // [S]
     const at::Tensor slots = from_vector(b.slots, dev);      // [S]
     const at::Tensor positions = from_vector(b.positions, dev);
-    const at::Tensor mask = at::from_blob(const_cast<std::uint8_t*>(b.mask.data()), {S, K}, at::kByte)
-                                .to(dev, at::kBool, false, true);  // [S, K]
+    // Dense path: one mask over slots [0, K) for every row.
+    // Gather path: each row's slots listed in `gather` [S, L] (padded with the row's own
+    // slot), `valid` [S, 1, 1, L] marking the real entries; only those slots are read.
+    at::Tensor mask, gather, valid;
+    if (!by_reads) {
+        mask = at::from_blob(const_cast<std::uint8_t*>(b.mask.data()), {S, K}, at::kByte)
+                   .to(dev, at::kBool, false, true);  // [S, K]
+    } else {
+        std::int64_t L = 1;
+        for (const auto& rd : b.reads) L = std::max(L, rd.shared_end + rd.end - rd.begin);
+        std::vector<std::int64_t> idx(static_cast<std::size_t>(S * L));
+        std::vector<std::uint8_t> ok(static_cast<std::size_t>(S * L), 0);
+        for (std::int64_t r = 0; r < S; ++r) {
+            const auto& rd = b.reads[r];
+            std::int64_t j = 0;
+            for (std::int64_t s = 0; s < rd.shared_end; ++s, ++j) idx[r * L + j] = s, ok[r * L + j] = 1;
+            for (std::int64_t s = rd.begin; s < rd.end; ++s, ++j) idx[r * L + j] = s, ok[r * L + j] = 1;
+            for (; j < L; ++j) idx[r * L + j] = b.slots[r];
+        }
+        gather = from_vector(idx, dev);  // [S * L]
+        valid = at::from_blob(ok.data(), {S, 1, 1, L}, at::kByte).to(dev, at::kBool, false, true);
+    }
 
     // RoPE tables, fp32 then cast, as transformers does.
     const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq_.unsqueeze(0);  // [S, D/2]
@@ -176,12 +209,22 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         at::Tensor& cache_v = cache.values(l);
         cache_k.index_copy_(1, slots, k.transpose(0, 1));
         cache_v.index_copy_(1, slots, v.transpose(0, 1));
-        const at::Tensor keys = cache_k.narrow(1, 0, K).unsqueeze(0);    // [1, KVH, K, D]
-        const at::Tensor values = cache_v.narrow(1, 0, K).unsqueeze(0);  // [1, KVH, K, D]
-
-        at::Tensor a = at::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), keys, values, mask, 0.0,
-                                                        false, std::nullopt, /*enable_gqa=*/true);  // [1, H, S, D]
-        a = a.squeeze(0).transpose(0, 1).reshape({S, qs});
+        at::Tensor a;
+        if (!by_reads) {
+            const at::Tensor keys = cache_k.narrow(1, 0, K).unsqueeze(0);    // [1, KVH, K, D]
+            const at::Tensor values = cache_v.narrow(1, 0, K).unsqueeze(0);  // [1, KVH, K, D]
+            a = at::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), keys, values, mask, 0.0, false,
+                                                 std::nullopt, /*enable_gqa=*/true);  // [1, H, S, D]
+            a = a.squeeze(0).transpose(0, 1).reshape({S, qs});
+        } else {
+            const std::int64_t L = valid.size(3);
+            // [KVH, S*L, D] -> [S, KVH, L, D]: each row's own keys/values only.
+            const at::Tensor keys = cache_k.index_select(1, gather).view({KVH, S, L, D}).transpose(0, 1);
+            const at::Tensor values = cache_v.index_select(1, gather).view({KVH, S, L, D}).transpose(0, 1);
+            a = at::scaled_dot_product_attention(q.unsqueeze(2), keys, values, valid, 0.0, false, std::nullopt,
+                                                 /*enable_gqa=*/true);  // [S, H, 1, D]
+            a = a.reshape({S, qs});
+        }
         x = x + w.o(a);
 
         h = rms_norm(x, w.mlp_norm, c.rms_norm_eps);
