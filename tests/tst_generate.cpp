@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 
+#include "kev/error.h"
 #include "kev/generator.h"
 #include "kev/model.h"
 #include "kev/session.h"
@@ -135,6 +136,33 @@ private Q_SLOTS:
                     QVERIFY2(d <= 1e-5f, qPrintable(QString("model %1 card %2 step %3: %4").arg(m).arg(c).arg(s).arg(d)));
                 }
             }
+        }
+    }
+
+    void aPackThatCannotFitIsRefusedBeforeItStarts() {
+        const kev::Model& m = *models_[0];
+        kev::Generator g(m, nullptr, std::nullopt);
+        std::mt19937 rng(1);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 4; ++c) cards.push_back({randomPrompt(rng, 512, 100, 100), greedy(200)});
+        QVERIFY(g.limits().max_cache_slots > 1200);  // this machine's memory holds it easily
+        g.set_memory_budget(256 * 1024);             // 256 KiB: not enough for 1200 slots
+        try {
+            g.prepare_tokens(cards, {});
+            QFAIL("a pack larger than the memory budget was accepted");
+        } catch (const kev::Error& e) {
+            QCOMPARE(int(e.code()), int(kev::ErrorCode::OutOfMemory));
+            QVERIFY2(std::string(e.what()).find("the pack") != std::string::npos, e.what());
+        }
+        // The context length is checked too, naming the card.
+        kev::Generator ok(m, nullptr, std::nullopt);
+        cards[2].prompt = randomPrompt(rng, 512, 2100, 2100);
+        try {
+            ok.prepare_tokens(cards, {});
+            QFAIL("a card longer than the context was accepted");
+        } catch (const kev::Error& e) {
+            QCOMPARE(int(e.code()), int(kev::ErrorCode::InvalidArgument));
+            QVERIFY2(std::string(e.what()).find("card 3") != std::string::npos, e.what());
         }
     }
 

@@ -155,13 +155,19 @@ public:
     // Runs a prepared pack to the end (every card finished or cancelled).
     GenerationResult run(const PreparedPack& pack, const RunOptions& options = {}) const;
 
-    // The PackLimits this model imposes (context length, vocabulary, cache budget).
+    // The PackLimits this model imposes: context length, vocabulary, and the memory a run
+    // may take (KV cache slots, prefill attention scores) from the memory budget, so a
+    // pack that cannot fit is refused before it starts (Error OutOfMemory), never halfway.
     PackLimits limits() const;
+    // Bytes a run may use for its cache and activations; 0 (the default) = 80% of the
+    // memory the machine has available when the run is prepared.
+    void set_memory_budget(std::int64_t bytes) { memory_budget_ = bytes; }
 
 private:
     const Model& model_;
     const Tokenizer* tokenizer_;
     std::optional<ChatTemplate> chat_;
+    std::int64_t memory_budget_ = 0;
 };
 
 }  // namespace kev

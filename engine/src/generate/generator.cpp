@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -59,10 +60,39 @@ bool CancelFlags::card(std::size_t card) const {
 Generator::Generator(const Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat)
     : model_(model), tokenizer_(tokenizer), chat_(std::move(chat)) {}
 
+namespace {
+
+// MemAvailable from /proc/meminfo, in bytes; 0 when it cannot be read.
+std::int64_t available_memory_bytes() {
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    long long kib = 0;
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+    }
+    std::fclose(f);
+    return static_cast<std::int64_t>(kib) * 1024;
+}
+
+}  // namespace
+
 PackLimits Generator::limits() const {
+    const ModelConfig& c = model_.config();
     PackLimits l;
-    l.context_length = model_.config().max_positions;
-    l.vocab_size = model_.config().vocab_size;
+    l.context_length = c.max_positions;
+    l.vocab_size = c.vocab_size;
+    const std::int64_t budget =
+        memory_budget_ > 0 ? memory_budget_
+                           : (model_.device() == Device::Cpu ? available_memory_bytes() / 10 * 8 : 0);
+    if (budget > 0) {
+        // Most of the budget for the KV cache; the rest for the prefill's attention
+        // scores ([H, S, S] fp32 in the dense-mask prefill) and hidden states.
+        l.max_cache_slots = std::max<std::int64_t>(1, budget / 4 * 3 / KvCache::bytes_per_slot(c, model_.dtype()));
+        const double score_budget = static_cast<double>(budget) / 4.0;
+        const double per_row = static_cast<double>(c.num_heads) * 4.0;
+        l.max_prefill_rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::sqrt(score_budget / per_row)));
+    }
     return l;
 }
 
