@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
+#include <optional>
+#include <sys/stat.h>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -32,6 +35,7 @@ constexpr int kExitInterrupted = 130;
 const char* kUsage =
     "usage: kev-cli [options] QUESTION...\n"
     "       kev-cli info [--model PATH]\n"
+    "       kev-cli tokenize [--model PATH] [--text TEXT] [--json]   (text from stdin without --text)\n"
     "\n"
     "Answers every QUESTION in one packed forward pass; each answer is isolated from\n"
     "the others, exactly as if it ran alone.\n"
@@ -40,6 +44,10 @@ const char* kUsage =
     "  --model PATH              .gguf file or Hugging Face folder (default: built-in SmolLM2-135M)\n"
     "  --precision fp32|half     working precision (default fp32; half = bf16 on CPU)\n"
     "  --device cpu|cuda         (default cpu)\n"
+    "questions:\n"
+    "  --file FILE               questions.json (array of strings or objects) or .jsonl (one per line);\n"
+    "                            an object is {\"question\": ..., and optionally \"temperature\", \"top_p\",\n"
+    "                            \"top_k\", \"min_p\", \"repetition_penalty\", \"max_new_tokens\", \"seed\", \"stop\"}\n"
     "prompt:\n"
     "  --system TEXT             system message for every question\n"
     "  --shared-context TEXT|@FILE  text every question sees, computed once\n"
@@ -82,6 +90,10 @@ struct Options {
     bool json = false;
     std::int32_t logprobs = 0;
     std::vector<std::string> questions;
+    // Per-question settings from --file (same length as questions when a file was read).
+    std::vector<std::optional<kev::SamplingSettings>> per_question;
+    std::optional<std::string> text;  // tokenize --text
+    std::string file;
 };
 
 double parse_number(const std::string& flag, const std::string& value) {
@@ -111,6 +123,66 @@ std::string read_text_arg(const std::string& value) {
     std::ifstream in(value.substr(1), std::ios::binary);
     if (!in) throw UsageError{"cannot read " + value.substr(1)};
     return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// One question from a file entry: a string, or an object with "question" and settings
+// that override the command line's.
+void add_question(Options& o, const nlohmann::json& item, const std::string& where) {
+    if (item.is_string()) {
+        o.questions.push_back(item.get<std::string>());
+        o.per_question.emplace_back(std::nullopt);
+        return;
+    }
+    if (!item.is_object() || !item.contains("question") || !item["question"].is_string()) {
+        throw UsageError{where + ": expected a string or an object with a \"question\" string"};
+    }
+    kev::SamplingSettings s = o.sampling;
+    try {
+        for (const auto& [key, v] : item.items()) {
+            if (key == "question") continue;
+            else if (key == "temperature") s.temperature = v.get<float>();
+            else if (key == "top_p") s.top_p = v.get<float>();
+            else if (key == "top_k") s.top_k = v.get<std::int32_t>();
+            else if (key == "min_p") s.min_p = v.get<float>();
+            else if (key == "repetition_penalty") s.repetition_penalty = v.get<float>();
+            else if (key == "max_new_tokens") s.max_new_tokens = v.get<std::int64_t>();
+            else if (key == "seed") s.seed = v.get<std::uint64_t>();
+            else if (key == "stop") s.stop_strings = v.is_string() ? std::vector<std::string>{v.get<std::string>()}
+                                                                   : v.get<std::vector<std::string>>();
+            else throw UsageError{where + ": unknown setting \"" + key + "\""};
+        }
+        s.validate();
+    } catch (const nlohmann::json::exception&) {
+        throw UsageError{where + ": a setting has the wrong type"};
+    } catch (const kev::Error& e) {
+        throw UsageError{where + ": " + e.what()};
+    }
+    o.questions.push_back(item["question"].get<std::string>());
+    o.per_question.emplace_back(s);
+}
+
+void read_question_file(Options& o) {
+    std::ifstream in(o.file, std::ios::binary);
+    if (!in) throw UsageError{"cannot read " + o.file};
+    // Questions given on the command line keep their place, without overrides.
+    o.per_question.assign(o.questions.size(), std::nullopt);
+    const bool jsonl = o.file.size() > 6 && o.file.compare(o.file.size() - 6, 6, ".jsonl") == 0;
+    try {
+        if (jsonl) {
+            std::string line;
+            for (int n = 1; std::getline(in, line); ++n) {
+                if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+                add_question(o, nlohmann::json::parse(line), o.file + " line " + std::to_string(n));
+            }
+        } else {
+            const nlohmann::json doc = nlohmann::json::parse(in);
+            if (!doc.is_array()) throw UsageError{o.file + ": expected a JSON array of questions"};
+            for (std::size_t i = 0; i < doc.size(); ++i) add_question(o, doc[i], o.file + " item " + std::to_string(i + 1));
+        }
+    } catch (const nlohmann::json::parse_error& e) {
+        throw UsageError{o.file + ": not valid JSON (" + e.what() + ")"};
+    }
+    if (o.questions.empty()) throw UsageError{o.file + ": no questions in the file"};
 }
 
 Options parse(int argc, char** argv) {
@@ -170,6 +242,12 @@ Options parse(int argc, char** argv) {
             if (o.logprobs < 0 || o.logprobs > 100) throw UsageError{"--logprobs must be between 0 and 100"};
         } else if (a == "--json") {
             o.json = true;
+        } else if (a == "--file") {
+            o.file = value();
+        } else if (a == "--text") {
+            o.text = value();
+        } else if (a == "tokenize" && o.command.empty() && o.questions.empty()) {
+            o.command = "tokenize";
         } else if (a == "info" && o.command.empty() && o.questions.empty()) {
             o.command = "info";
         } else if (a.size() > 1 && a[0] == '-' && a != "--") {
@@ -178,12 +256,13 @@ Options parse(int argc, char** argv) {
             o.questions.push_back(a == "--" && i + 1 < argc ? argv[++i] : a);
         }
     }
-    if (o.command.empty() && o.questions.empty()) throw UsageError{"no question given"};
     try {
         o.sampling.validate();
     } catch (const kev::Error& e) {
         throw UsageError{e.what()};
     }
+    if (!o.file.empty()) read_question_file(o);
+    if (o.command.empty() && o.questions.empty()) throw UsageError{"no question given"};
     return o;
 }
 
@@ -199,14 +278,38 @@ int info(const Options& o) {
     return 0;
 }
 
+kev::Tokenizer load_tokenizer(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw kev::Error(kev::ErrorCode::Io, path + ": no such file or folder");
+    if (S_ISDIR(st.st_mode)) return kev::Tokenizer::from_hf_dir(path);
+    return kev::Tokenizer::from_gguf(*kev::GgufFile::open(path));
+}
+
+int tokenize(const Options& o) {
+    const kev::Tokenizer tok = load_tokenizer(o.model);
+    const std::string text = o.text ? *o.text : std::string(std::istreambuf_iterator<char>(std::cin), {});
+    const std::vector<kev::TokenId> ids = tok.encode(text, kev::SpecialTokens::Parse);
+    if (o.json) {
+        nlohmann::json pieces = nlohmann::json::array();
+        for (kev::TokenId id : ids) pieces.push_back(tok.id_to_piece(id));
+        std::printf("%s\n", nlohmann::json{{"ids", ids}, {"pieces", pieces}, {"count", ids.size()}}.dump().c_str());
+    } else {
+        for (kev::TokenId id : ids) std::printf("%d\t%s\n", id, tok.id_to_piece(id).c_str());
+        std::fprintf(stderr, "%zu tokens\n", ids.size());
+    }
+    return 0;
+}
+
 kev::GenerationRequest make_request(const Options& o, const std::vector<std::string>& questions,
                                     std::size_t first_index) {
     kev::GenerationRequest r;
     r.system = o.system;
     r.shared_context = o.shared_context;
     for (std::size_t q = 0; q < questions.size(); ++q) {
+        const std::size_t index = first_index + q;
         kev::CardRequest card{questions[q], o.sampling};
-        if (o.sampling.seed) card.sampling.seed = *o.sampling.seed + first_index + q;
+        if (o.sampling.seed) card.sampling.seed = *o.sampling.seed + index;
+        if (index < o.per_question.size() && o.per_question[index]) card.sampling = *o.per_question[index];
         r.cards.push_back(std::move(card));
     }
     return r;
@@ -343,7 +446,9 @@ int main(int argc, char** argv) {
     }
     std::signal(SIGINT, on_sigint);
     try {
-        return o.command == "info" ? info(o) : answer(o);
+        if (o.command == "info") return info(o);
+        if (o.command == "tokenize") return tokenize(o);
+        return answer(o);
     } catch (const kev::Error& e) {
         std::fprintf(stderr, "kev-cli: %s\n", e.what());
         return e.code() == kev::ErrorCode::InvalidArgument ? kExitUsage : kExitError;

@@ -1,0 +1,211 @@
+// kev-cli as a script sees it: arguments, exit codes, the JSON schema, KEV_TEMPERATURE,
+// tokenize, --verify-isolation on the built-in model, and Ctrl-C mid-run.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QtTest>
+
+#include <csignal>
+
+#include "kev/gguf.h"
+#include "kev/tokenizer.h"
+#include "kev_test_env.h"
+
+namespace {
+
+struct Run {
+    int code = -1;
+    QByteArray out, err;
+};
+
+Run cli(const QStringList& args, const QMap<QString, QString>& env = {}, const QByteArray& input = {}) {
+    QProcess p;
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    e.remove("KEV_TEMPERATURE");
+    for (auto it = env.begin(); it != env.end(); ++it) e.insert(it.key(), it.value());
+    p.setProcessEnvironment(e);
+    p.start(kevtest::binDir() + "/kev-cli", args);
+    p.waitForStarted();
+    if (!input.isEmpty()) p.write(input);
+    p.closeWriteChannel();
+    p.waitForFinished(10 * 60 * 1000);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError()};
+}
+
+QJsonObject json(const Run& r) {
+    QJsonParseError error;
+    const QJsonDocument d = QJsonDocument::fromJson(r.out, &error);
+    if (error.error != QJsonParseError::NoError) qWarning() << "not JSON:" << r.out << r.err;
+    return d.object();
+}
+
+}  // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void usageErrorsExitWithTwo_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("unknown option") << QStringList{"--frobnicate", "q"} << "unknown option '--frobnicate'";
+        QTest::newRow("no question") << QStringList{} << "no question given";
+        QTest::newRow("not a number") << QStringList{"--temperature", "warm", "q"} << "--temperature expects a number";
+        QTest::newRow("top-p out of range") << QStringList{"--top-p", "1.5", "q"} << "top-p 1.5 is outside";
+        QTest::newRow("negative temperature") << QStringList{"--temperature", "-1", "q"} << "temperature";
+        QTest::newRow("missing value") << QStringList{"q", "--seed"} << "--seed needs a value";
+        QTest::newRow("bad precision") << QStringList{"--precision", "int3", "q"} << "--precision must be";
+        QTest::newRow("missing file") << QStringList{"--file", "/nonexistent.json"} << "cannot read /nonexistent.json";
+    }
+
+    void usageErrorsExitWithTwo() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, message);
+        const Run r = cli(args);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(message.toUtf8()), r.err.constData());
+        QVERIFY2(!r.err.contains("terminate called"), "no stack dump for a user mistake");
+    }
+
+    void badQuestionFileIsNamed() {
+        const QString path = kevtest::workDir() + "/bad.json";
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("[{\"question\": \"ok\"}, {\"question\": 3}]");
+        f.close();
+        const Run r = cli({"--file", path});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("bad.json item 2"), r.err.constData());
+    }
+
+    void missingModelIsAModelError() {
+        const Run r = cli({"--model", "/nonexistent/m.gguf", "q"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("/nonexistent/m.gguf: no such file or folder"), r.err.constData());
+    }
+
+    void helpReadsWell() {
+        const Run r = cli({"--help"});
+        QCOMPARE(r.code, 0);
+        for (const char* s : {"--verify-isolation", "--json", "--file", "KEV_TEMPERATURE", "tokenize"})
+            QVERIFY2(r.out.contains(s), s);
+    }
+
+    void jsonSchema() {
+        const Run r = cli({"--json", "--max-new-tokens", "8", "--seed", "5", "--temperature", "0.7",
+                           "What is the capital of France?", "Name a color."});
+        QCOMPARE(r.code, 0);
+        const QJsonObject o = json(r);
+        QCOMPARE(o["packed"].toBool(), true);
+        const QJsonArray cards = o["cards"].toArray();
+        QCOMPARE(cards.size(), 2);
+        for (int i = 0; i < 2; ++i) {
+            const QJsonObject c = cards[i].toObject();
+            QVERIFY(c["text"].isString());
+            QVERIFY(!c["tokens"].toArray().isEmpty());
+            QVERIFY(c["tokens"].toArray().size() <= 8);
+            const QString finish = c["finish_reason"].toString();
+            QVERIFY2(finish == "max tokens" || finish == "end of sequence", qPrintable(finish));
+            QCOMPARE(c["seed"].toInteger(), qint64(5 + i));  // --seed S gives S, S+1, ...
+            QCOMPARE(float(c["temperature"].toDouble()), 0.7f);
+            const QJsonObject st = c["stats"].toObject();
+            for (const char* k : {"prompt_tokens", "generated_tokens", "time_to_first_token_s", "tokens_per_s"})
+                QVERIFY2(st.contains(k), k);
+            QCOMPARE(st["generated_tokens"].toInt(), c["tokens"].toArray().size());
+        }
+    }
+
+    void logprobsAreReported() {
+        const Run r = cli({"--json", "--logprobs", "3", "--max-new-tokens", "4", "Say hi."});
+        QCOMPARE(r.code, 0);
+        const QJsonObject c = json(r)["cards"].toArray()[0].toObject();
+        const QJsonArray lp = c["logprobs"].toArray();
+        QCOMPARE(lp.size(), c["tokens"].toArray().size());
+        const QJsonArray first = lp[0].toArray();
+        QCOMPARE(first.size(), 3);
+        // Greedy: the chosen token is the most likely one.
+        QCOMPARE(first[0].toObject()["token"].toInt(), c["tokens"].toArray()[0].toInt());
+        QVERIFY(first[0].toObject()["logprob"].toDouble() >= first[1].toObject()["logprob"].toDouble());
+    }
+
+    void kevTemperatureGivesPerCardDefaults() {
+        const Run r = cli({"--json", "--max-new-tokens", "2", "one?", "two?"}, {{"KEV_TEMPERATURE", "0,1.5"}});
+        QCOMPARE(r.code, 0);
+        const QJsonArray cards = json(r)["cards"].toArray();
+        QCOMPARE(cards[0].toObject()["temperature"].toDouble(), 0.0);
+        QCOMPARE(float(cards[1].toObject()["temperature"].toDouble()), 1.5f);
+        // An explicit --temperature wins over the environment.
+        const Run e = cli({"--json", "--max-new-tokens", "2", "--temperature", "0.25", "one?", "two?"},
+                          {{"KEV_TEMPERATURE", "0,1.5"}});
+        QCOMPARE(float(json(e)["cards"].toArray()[1].toObject()["temperature"].toDouble()), 0.25f);
+        // A list of the wrong length is a usage error that says so.
+        const Run bad = cli({"--max-new-tokens", "2", "one?", "two?"}, {{"KEV_TEMPERATURE", "0.1,0.2,0.3"}});
+        QCOMPARE(bad.code, 2);
+        QVERIFY2(bad.err.contains("KEV_TEMPERATURE"), bad.err.constData());
+    }
+
+    void fileQuestionsCarryTheirOwnSettings() {
+        const QString path = kevtest::workDir() + "/questions.jsonl";
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"question\": \"What is 2+2?\", \"max_new_tokens\": 3}\n\n"
+                "{\"question\": \"Name a fruit.\", \"temperature\": 0.9, \"seed\": 77, \"max_new_tokens\": 5}\n");
+        f.close();
+        const Run r = cli({"--json", "--file", path});
+        QCOMPARE(r.code, 0);
+        const QJsonArray cards = json(r)["cards"].toArray();
+        QCOMPARE(cards.size(), 2);
+        QVERIFY(cards[0].toObject()["tokens"].toArray().size() <= 3);
+        QCOMPARE(cards[1].toObject()["seed"].toInteger(), qint64(77));
+        QCOMPARE(float(cards[1].toObject()["temperature"].toDouble()), 0.9f);
+    }
+
+    void tokenizeMatchesTheTokenizer() {
+        const QString text = QStringLiteral("Hello world, 12345 tokens 😀 <|im_start|>");
+        const Run r = cli({"tokenize", "--json", "--text", text});
+        QCOMPARE(r.code, 0);
+        const QJsonArray ids = json(r)["ids"].toArray();
+        const auto tok = kev::Tokenizer::from_gguf(*kev::GgufFile::open(kevtest::builtinModel().toStdString()));
+        const auto want = tok.encode(text.toStdString(), kev::SpecialTokens::Parse);
+        QCOMPARE(ids.size(), qsizetype(want.size()));
+        for (int i = 0; i < ids.size(); ++i) QCOMPARE(ids[i].toInt(), want[static_cast<std::size_t>(i)]);
+        // From standard input too.
+        const Run s = cli({"tokenize", "--json"}, {}, text.toUtf8());
+        QCOMPARE(json(s)["ids"].toArray(), ids);
+    }
+
+    void verifyIsolationOnTheBuiltinModel() {
+        const Run r = cli({"--json", "--verify-isolation", "--max-new-tokens", "12", "What is the capital of France?",
+                           "Write a haiku about the sea.", "What is 12 times 12?"});
+        QCOMPARE(r.code, 0);
+        const QJsonObject o = json(r);
+        QVERIFY(o.contains("isolation_differences"));
+        QCOMPARE(o["isolation_differences"].toArray().size(), 0);
+    }
+
+    void ctrlCStopsCleanlyAndPrintsWhatWasGenerated() {
+        QProcess p;
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.remove("KEV_TEMPERATURE");
+        p.setProcessEnvironment(e);
+        p.start(kevtest::binDir() + "/kev-cli",
+                {"--json", "--ignore-eos", "--max-new-tokens", "100000", "Tell me a long story.", "Count to a million."});
+        QVERIFY(p.waitForStarted());
+        QTest::qWait(6000);  // load the model and generate for a while
+        QCOMPARE(p.state(), QProcess::Running);
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+        QVERIFY2(p.waitForFinished(60000), "kev-cli did not stop after SIGINT");
+        QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(p.exitCode(), 130);
+        const QJsonObject o = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        QCOMPARE(o["interrupted"].toBool(), true);
+        for (const auto& c : o["cards"].toArray()) {
+            QCOMPARE(c.toObject()["finish_reason"].toString(), QStringLiteral("cancelled"));
+            QVERIFY(!c.toObject()["tokens"].toArray().isEmpty());
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
