@@ -327,17 +327,25 @@ kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const st
     run.logprobs = o.logprobs;
     run.cancel = &cancel;
     const bool one = questions.size() == 1;
-    if (stream) {
-        run.on_step = [&](const kev::StepEvent& ev) {
-            for (const auto& u : ev.updates) {
-                if (u.text.empty()) continue;
-                if (one) std::printf("%s", u.text.c_str());
-                else std::printf("[%zu] %s\n", first_index + static_cast<std::size_t>(u.card) + 1, u.text.c_str());
-            }
-            std::fflush(stdout);
-        };
-    }
+    // One question streams its text; several are printed whole, labelled, at the end,
+    // with a progress line on stderr meanwhile (only on a terminal: nothing decorative
+    // goes into a pipe or a file).
+    const bool progress = ::isatty(STDERR_FILENO) != 0;
+    std::int64_t tokens = 0;
+    run.on_step = [&](const kev::StepEvent& ev) {
+        for (const auto& u : ev.updates) {
+            tokens += static_cast<std::int64_t>(u.tokens.size());
+            if (stream && one && !u.text.empty()) std::printf("%s", u.text.c_str());
+        }
+        if (stream && one) std::fflush(stdout);
+        if (progress && !one) {
+            std::fprintf(stderr, "\r\033[Kgenerating: step %lld, %d of %zu cards active, %lld tokens, %.1f tok/s",
+                         static_cast<long long>(ev.step), ev.active_cards, questions.size(),
+                         static_cast<long long>(tokens), ev.aggregate_tokens_per_s);
+        }
+    };
     kev::GenerationResult result = gen.run(pack, run);
+    if (progress && !one) std::fprintf(stderr, "\r\033[K");
     g_cancel = nullptr;
     return result;
 }
@@ -368,7 +376,17 @@ nlohmann::json card_json(const std::string& question, const kev::CardResult& c, 
 }
 
 int answer(const Options& o) {
-    const auto session = kev::Session::open(o.model, kev::SessionOptions{o.load, std::nullopt});
+    kev::SessionOptions session_options{o.load, std::nullopt};
+    if (::isatty(STDERR_FILENO)) {
+        session_options.load.progress = [](int done, int total) {
+            const int width = 30;
+            const int filled = total > 0 ? done * width / total : width;
+            std::fprintf(stderr, "\r\033[Kloading model [%s%s] %d/%d", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                         std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done, total);
+            if (done >= total) std::fprintf(stderr, "\r\033[K");
+        };
+    }
+    const auto session = kev::Session::open(o.model, session_options);
     if (!session->chat()) throw kev::Error(kev::ErrorCode::Unsupported, session->chat_error());
     const bool stream = !o.json;
 
