@@ -11,6 +11,8 @@
 #include <QtTest>
 
 #include "card_state.h"
+#include "gauge_panel.h"
+#include "kev/engine_info.h"
 #include "kev_test_env.h"
 #include "main_window.h"
 #include "question_card.h"
@@ -35,6 +37,21 @@ private Q_SLOTS:
         QFile::remove(workspaceFile());
         QDir(kevtest::workDir()).removeRecursively();
         kevtest::workDir();
+    }
+
+    void memoryGaugeSaysWhatItMeasures() {
+        kevui::GaugePanel g;
+        g.refreshMemory();
+        QVERIFY2(g.text().contains(QStringLiteral("Process memory (RSS)")), qPrintable(g.text()));
+        QVERIFY(kevui::processResidentBytes() > 0);
+        QVERIFY2(!g.text().contains(QStringLiteral("VRAM")), "no VRAM line for a CPU model");
+        g.setDeviceIsCuda(true);
+        if (kev::cuda_memory()) {
+            QVERIFY2(g.text().contains(QStringLiteral("VRAM used:")), qPrintable(g.text()));
+        } else {
+            // No CUDA here: the gauge says so instead of showing a made-up figure.
+            QVERIFY2(g.text().contains(QStringLiteral("VRAM: not available")), qPrintable(g.text()));
+        }
     }
 
     void addDuplicateRemove() {

@@ -1,5 +1,7 @@
 #include "gauge_panel.h"
 
+#include "kev/engine_info.h"
+
 #include <QFile>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -104,8 +106,23 @@ GaugePanel::GaugePanel(QWidget* parent) : QWidget(parent) {
     refreshMemory();
 }
 
+void GaugePanel::setDeviceIsCuda(bool cuda) {
+    cuda_ = cuda;
+    refreshMemory();
+}
+
 void GaugePanel::refreshMemory() {
-    memory_->setText(QStringLiteral("Process memory (RSS): %1").arg(QLocale().formattedDataSize(processResidentBytes())));
+    QString text = QStringLiteral("Process memory (RSS): %1").arg(QLocale().formattedDataSize(processResidentBytes()));
+    if (cuda_) {
+        // On CUDA the weights and the cache live in VRAM: show what the device holds.
+        if (const auto vram = kev::cuda_memory()) {
+            text += QStringLiteral("\nVRAM used: %1 of %2")
+                        .arg(QLocale().formattedDataSize(vram->used_bytes), QLocale().formattedDataSize(vram->total_bytes));
+        } else {
+            text += QStringLiteral("\nVRAM: not available from the CUDA runtime");
+        }
+    }
+    memory_->setText(text);
 }
 
 void GaugePanel::setModelBytes(qint64 weightBytes) {

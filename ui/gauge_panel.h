@@ -40,6 +40,8 @@ public:
     // One step: the aggregate rate and one rate per card (window card index, tok/s).
     void addStep(double aggregateTokensPerS, const QVector<QPair<int, double>>& perCard);
     void refreshMemory();
+    // On CUDA the memory gauge adds the device's VRAM (used / total).
+    void setDeviceIsCuda(bool cuda);
 
     QString text() const;  // every gauge as text (tests, accessibility)
     RatePlot* plot() const { return plot_; }
@@ -52,6 +54,7 @@ private:
     RatePlot* plot_ = nullptr;
     QTimer* memoryTimer_ = nullptr;
     QVector<QPair<int, double>> cardRates_;
+    bool cuda_ = false;
 };
 
 // Resident set size of this process (VmRSS in /proc/self/status), 0 when unknown.

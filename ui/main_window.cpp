@@ -454,6 +454,7 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
                               .arg(info.loadSeconds, 0, 'f', 1)
                               .arg(info.chatNote.isEmpty() ? QString() : QStringLiteral(" · ") + info.chatNote));
     gauges_->setModelBytes(info.weightBytes);
+    gauges_->setDeviceIsCuda(info.device == kev::Device::Cuda);
     QSettings s;
     s.setValue(QLatin1String(kSettingLastModel), info.path);
     QStringList recent = s.value(QLatin1String(kSettingRecent)).toStringList();

@@ -1,6 +1,7 @@
 #include "kev/engine_info.h"
 
 #include <cstdlib>
+#include <dlfcn.h>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -19,6 +20,18 @@ EngineInfo engine_info() {
     info.cuda_available = torch::cuda::is_available();
     info.cuda_device_count = info.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
     return info;
+}
+
+std::optional<DeviceMemory> cuda_memory() {
+    if (!torch::cuda::is_available()) return std::nullopt;
+    // cudaMemGetInfo from the CUDA runtime libtorch already loaded: looked up at run time
+    // so the engine builds without CUDA headers (see the top-level CMakeLists.txt).
+    using MemGetInfo = int (*)(std::size_t*, std::size_t*);
+    auto fn = reinterpret_cast<MemGetInfo>(::dlsym(RTLD_DEFAULT, "cudaMemGetInfo"));
+    if (!fn) return std::nullopt;
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (fn(&free_bytes, &total_bytes) != 0 || total_bytes == 0) return std::nullopt;
+    return DeviceMemory{static_cast<long long>(total_bytes - free_bytes), static_cast<long long>(total_bytes)};
 }
 
 std::string builtin_model_path() {

@@ -1,6 +1,7 @@
 // What this build of the engine is and what it can run on.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,14 @@ struct EngineInfo {
 };
 
 EngineInfo engine_info();
+
+// Memory of the current CUDA device as the driver reports it (all processes, not only
+// Kev's tensors). Empty when CUDA is absent or the runtime cannot be asked.
+struct DeviceMemory {
+    long long used_bytes = 0;
+    long long total_bytes = 0;
+};
+std::optional<DeviceMemory> cuda_memory();
 
 // The built-in model (SmolLM2-135M-Instruct, Q4_1 GGUF) placed by packaging/setup.sh.
 // The environment variable KEV_BUILTIN_MODEL overrides the configured location.
