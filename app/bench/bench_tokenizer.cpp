@@ -181,8 +181,10 @@ int run_tokenizer(const Args& args) {
 
     // POSIX calls, not std::filesystem: the libtorch wheel exports its own copy of
     // std::filesystem symbols, and mixing the two crashed remove_all.
-    char dir_template[] = "/tmp/kev-bench-tokenizer-XXXXXX";
-    if (!mkdtemp(dir_template)) throw kev::Error(kev::ErrorCode::Io, "cannot create a temporary folder");
+    // The system's temporary folder ($TMPDIR, else the POSIX default P_tmpdir).
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir_template = std::string(tmp && *tmp ? tmp : P_tmpdir) + "/kev-bench-tokenizer-XXXXXX";
+    if (!mkdtemp(dir_template.data())) throw kev::Error(kev::ErrorCode::Io, "cannot create a temporary folder in " + dir_template);
     const std::string dir = dir_template;
     std::vector<std::string> files;
     for (const Input& in : inputs) {

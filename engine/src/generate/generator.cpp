@@ -247,8 +247,12 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                         if (id >= 0 && id < vocab) scratch[static_cast<std::size_t>(id)] = std::numeric_limits<float>::lowest();
                     }
                 }
-                const std::vector<TokenId> history = planner.history(c);
-                samples.push_back(samplers[static_cast<std::size_t>(c)].sample(scratch.data(), scratch.size(), history));
+                // The history (shared context + prompt + answer) is copied only for the
+                // repetition penalty, its one reader: not on every step of every card.
+                Sampler& sampler = samplers[static_cast<std::size_t>(c)];
+                const std::vector<TokenId> history =
+                    sampler.settings().repetition_penalty != 1.0f ? planner.history(c) : std::vector<TokenId>{};
+                samples.push_back(sampler.sample(scratch.data(), scratch.size(), history));
             }
             planner.accept(step, samples);
         }

@@ -1,11 +1,11 @@
 #include "kev/config.h"
 
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "kev/error.h"
+#include "text_file.h"
 #include "kev/gguf.h"
 
 namespace kev {
@@ -85,15 +85,6 @@ RopeScaling rope_scaling_from(const std::string& type, const json& params, std::
     }
     if (!(r.factor > 0.0)) fail(ErrorCode::Format, source, "rope scaling factor must be positive");
     return r;
-}
-
-std::string read_text_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorCode::Io, path + ": cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw Error(ErrorCode::Io, path + ": read error");
-    return ss.str();
 }
 
 bool file_exists(const std::string& path) {

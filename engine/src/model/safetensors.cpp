@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "kev/error.h"
+#include "text_file.h"
 
 namespace kev {
 
@@ -150,13 +149,10 @@ std::unique_ptr<SafetensorsModel> SafetensorsModel::open(const std::string& dir)
         refuse_pickle_checkpoint(dir);
         throw Error(ErrorCode::Io, dir + ": no model.safetensors or model.safetensors.index.json");
     }
-    std::ifstream in(index, std::ios::binary);
-    if (!in) throw Error(ErrorCode::Io, index.string() + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string text = read_text_file(index.string());
     json j;
     try {
-        j = json::parse(ss.str());
+        j = json::parse(text);
     } catch (const json::exception& e) {
         format_error(index.string(), std::string("invalid JSON: ") + e.what());
     }

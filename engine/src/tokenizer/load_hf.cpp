@@ -2,11 +2,11 @@
 // Face format that byte-level BPE models use; anything else is refused by name rather
 // than tokenized differently from the reference.
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "kev/error.h"
+#include "text_file.h"
 #include "kev/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -19,12 +19,9 @@ namespace tok {
 namespace {
 
 json read_json(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorCode::Io, "cannot open " + path);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string text = read_text_file(path);
     try {
-        return json::parse(ss.str());
+        return json::parse(text);
     } catch (const json::exception& e) {
         throw Error(ErrorCode::Format, path + ": " + e.what());
     }
