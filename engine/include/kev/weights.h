@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,15 @@ DType parse_dtype(const std::string& name);
 // It probes the ops the forward uses on tiny tensors.
 void check_device_dtype(Device device, DType dtype);
 
+struct QuantMatrix;  // a weight held in 4-bit blocks (kev/quant.h)
+
 // One linear layer: y = x W^T (+ b). The single concept the decoder multiplies by;
-// 4-bit and LoRA variants will extend this struct, not the decoder.
+// 4-bit and LoRA variants extend this struct, not the decoder.
 struct Linear {
-    at::Tensor weight;  // [out, in]
+    at::Tensor weight;  // [out, in]; undefined when `quant` holds the weight
     at::Tensor bias;    // [out] or undefined
+    std::shared_ptr<const QuantMatrix> quant;  // 4-bit blocks, or null for a dense weight
+    bool quantized() const { return quant != nullptr; }
     at::Tensor operator()(const at::Tensor& x) const;
 };
 
