@@ -1,13 +1,23 @@
 #include "model/linear_bf16.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
+
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 // GCC 12 warns inside its own _mm512_reduce_add_ps (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include <atomic>
 
 namespace kev {
 
@@ -19,6 +29,40 @@ bool cpu_has_avx512bf16() {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
     }();
     return has;
+}
+
+// AMX-BF16 needs the CPU feature, the OS saving tile state (XCR0 bits 17-18) and, on
+// Linux, a one-time per-process permission for the 8 KB tile data.
+bool amx_ready() {
+    static const bool ok = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+        const bool amx_bf16 = (d >> 22) & 1u, amx_tile = (d >> 24) & 1u;
+        if (!amx_bf16 || !amx_tile || !cpu_has_avx512bf16()) return false;
+        if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1u)) return false;  // OSXSAVE
+        unsigned xcr0_lo = 0, xcr0_hi = 0;
+        __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+        if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
+        constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+        return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+    }();
+    return ok;
+}
+
+Bf16Kernel kernel_from_env() {
+    const char* off = std::getenv("KEV_BF16_GEMV");  // the older switch: 0 = libtorch only
+    if (off && std::string(off) == "0") return Bf16Kernel::Torch;
+    const char* e = std::getenv("KEV_BF16_KERNEL");
+    const std::string v = e ? e : "";
+    if (v == "torch") return Bf16Kernel::Torch;
+    if (v == "avx512") return Bf16Kernel::Avx512;
+    if (v == "amx") return Bf16Kernel::Amx;
+    return Bf16Kernel::Auto;
+}
+
+std::atomic<Bf16Kernel>& requested_kernel() {
+    static std::atomic<Bf16Kernel> k{kernel_from_env()};
+    return k;
 }
 
 // fp32 -> bf16, round to nearest even (as c10::BFloat16 does).
@@ -77,16 +121,204 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
     }
 }
 
+// ---- AMX ----------------------------------------------------------------------------
+// The weight is the A operand: a tile is 16 output rows x 32 inputs, which is the
+// row-major [O, I] layout itself read with a stride of I, so weights need no repacking
+// and no second copy. The activations are the B operand, repacked per call into the
+// pair-interleaved layout the tile unit wants: xp[row block][k block][32 x 16 rows x 2].
+// C tiles hold 16 outputs x 16 activation rows in fp32. A tile multiply does 16x16x32
+// multiply-adds, so at decode shapes the step is bound by streaming the weights only,
+// whatever the number of rows (1..16).
+struct alignas(64) TileConfig {
+    std::uint8_t palette = 1;
+    std::uint8_t start_row = 0;
+    std::uint8_t reserved[14] = {};
+    std::uint16_t colsb[16] = {};
+    std::uint8_t rows[16] = {};
+};
+
+constexpr std::int64_t kTileRows = 16;  // outputs per A tile, activation rows per B tile
+constexpr std::int64_t kTileK = 32;     // bf16 inputs per tile row
+
+// x [M, I] -> xp [ceil(M / 16)][I / 32][16 pairs][16 rows][2], zero-padded rows.
+std::vector<std::uint16_t> pack_activations(const std::uint16_t* x, std::int64_t M, std::int64_t I) {
+    const std::int64_t row_blocks = (M + kTileRows - 1) / kTileRows, k_blocks = I / kTileK;
+    std::vector<std::uint16_t> xp(static_cast<std::size_t>(row_blocks * k_blocks * 512), 0);
+    for (std::int64_t m = 0; m < M; ++m) {
+        const std::int64_t rb = m / kTileRows, n = m % kTileRows;
+        const std::uint16_t* xr = x + m * I;
+        for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+            std::uint16_t* t = xp.data() + (rb * k_blocks + kb) * 512 + n * 2;
+            for (std::int64_t p = 0; p < kTileK / 2; ++p) {
+                t[p * 32] = xr[kb * kTileK + 2 * p];
+                t[p * 32 + 1] = xr[kb * kTileK + 2 * p + 1];
+            }
+        }
+    }
+    return xp;
+}
+
+// C tile [16 outputs][16 rows] fp32 -> `rows` rows of y (leading dimension ldy): a
+// column gather per activation row, plus the bias, rounded to bf16 (nearest even).
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void store_tile(
+    const float* c, std::int64_t rows, const std::uint16_t* bias, std::uint16_t* y, std::int64_t ldy) {
+    const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                              _mm512_set1_epi32(kTileRows));
+    __m512 b = _mm512_setzero_ps();
+    if (bias)
+        b = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias))), 16));
+    for (std::int64_t n = 0; n < rows; ++n) {
+        const __m512 v = _mm512_add_ps(_mm512_i32gather_ps(column, c + n, 4), b);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + n * ldy), (__m256i)_mm512_cvtneps_pbh(v));
+    }
+}
+
+// Output blocks [ob0, ob1) (16 rows each) for every activation row, two blocks at a time.
+// Tiles: 0-3 accumulators, 4-5 weights, 6-7 activations.
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16,avx512bw,avx512vl"))) void amx_blocks(
+    const std::uint16_t* xp, std::int64_t M, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
+    std::uint16_t* y, std::int64_t O, std::int64_t ob0, std::int64_t ob1) {
+    TileConfig cfg;
+    for (int t = 0; t < 8; ++t) {
+        cfg.rows[t] = kTileRows;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+    const std::int64_t k_blocks = I / kTileK, row_blocks = (M + kTileRows - 1) / kTileRows;
+    const std::int64_t stride = I * 2;  // bytes between weight rows
+    alignas(64) float c[2][kTileRows * kTileRows];
+    auto store = [&](int h, std::int64_t ob, std::int64_t rb) {
+        store_tile(c[h], std::min(kTileRows, M - rb * kTileRows), bias ? bias + ob * kTileRows : nullptr,
+                   y + rb * kTileRows * O + ob * kTileRows, O);
+    };
+    std::int64_t ob = ob0;
+    for (; ob + 2 <= ob1; ob += 2) {
+        const std::uint16_t* w0 = w + ob * kTileRows * I;
+        const std::uint16_t* w1 = w0 + kTileRows * I;
+        std::int64_t rb = 0;
+        // Prefill: two row blocks at a time (tiles 2-3 and 7), four multiplies per four loads.
+        for (; rb + 2 <= row_blocks; rb += 2) {
+            const std::uint16_t* xb0 = xp + rb * k_blocks * 512;
+            const std::uint16_t* xb1 = xb0 + k_blocks * 512;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+                _tile_loadd(4, w0 + kb * kTileK, stride);
+                _tile_loadd(5, w1 + kb * kTileK, stride);
+                _tile_loadd(6, xb0 + kb * 512, 64);
+                _tile_loadd(7, xb1 + kb * 512, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 5, 6);
+                _tile_dpbf16ps(2, 4, 7);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, c[0], 64);
+            _tile_stored(1, c[1], 64);
+            store(0, ob, rb);
+            store(1, ob + 1, rb);
+            _tile_stored(2, c[0], 64);
+            _tile_stored(3, c[1], 64);
+            store(0, ob, rb + 1);
+            store(1, ob + 1, rb + 1);
+        }
+        for (; rb < row_blocks; ++rb) {
+            const std::uint16_t* xb = xp + rb * k_blocks * 512;
+            _tile_zero(0);
+            _tile_zero(1);
+            for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+                _tile_loadd(6, xb + kb * 512, 64);
+                _tile_loadd(4, w0 + kb * kTileK, stride);
+                _tile_loadd(5, w1 + kb * kTileK, stride);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 5, 6);
+            }
+            _tile_stored(0, c[0], 64);
+            _tile_stored(1, c[1], 64);
+            store(0, ob, rb);
+            store(1, ob + 1, rb);
+        }
+    }
+    for (; ob < ob1; ++ob) {
+        const std::uint16_t* w0 = w + ob * kTileRows * I;
+        for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+            const std::uint16_t* xb = xp + rb * k_blocks * 512;
+            _tile_zero(0);
+            for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+                _tile_loadd(6, xb + kb * 512, 64);
+                _tile_loadd(4, w0 + kb * kTileK, stride);
+                _tile_dpbf16ps(0, 4, 6);
+            }
+            _tile_stored(0, c[0], 64);
+            store(0, ob, rb);
+        }
+    }
+    _tile_release();
+}
+
+// The AVX512-BF16 kernel over output rows [o0, o1) for every activation row.
+void avx512_rows(const std::uint16_t* xp, std::int64_t M, const std::uint16_t* wp, std::int64_t I,
+                 const std::uint16_t* bp, std::uint16_t* yp, std::int64_t O, std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t m = 0; m < M; m += 4) {
+        const std::int64_t mb = std::min<std::int64_t>(4, M - m);
+        const std::uint16_t* xm = xp + m * I;
+        std::uint16_t* ym = yp + m * O;
+        switch (mb) {
+            case 1: gemv_rows<1>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            case 2: gemv_rows<2>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            case 3: gemv_rows<3>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            default: gemv_rows<4>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+        }
+    }
+}
+
+// Which kernel a call of M rows runs.
+Bf16Kernel choose(std::int64_t M) {
+    const Bf16Kernel want = requested_kernel().load(std::memory_order_relaxed);
+    if (want == Bf16Kernel::Torch) return Bf16Kernel::Torch;
+    if (want != Bf16Kernel::Avx512 && amx_ready()) return Bf16Kernel::Amx;  // any M
+    if (want != Bf16Kernel::Amx && cpu_has_avx512bf16() && M <= kBf16GemvMaxRows) return Bf16Kernel::Avx512;
+    return Bf16Kernel::Torch;
+}
+
 }  // namespace
 
+void set_bf16_kernel(Bf16Kernel kernel) { requested_kernel().store(kernel, std::memory_order_relaxed); }
+Bf16Kernel requested_bf16_kernel() { return requested_kernel().load(std::memory_order_relaxed); }
+
+const char* to_string(Bf16Kernel kernel) {
+    switch (kernel) {
+        case Bf16Kernel::Amx: return "amx";
+        case Bf16Kernel::Avx512: return "avx512";
+        case Bf16Kernel::Torch: return "torch";
+        default: return "auto";
+    }
+}
+
+bool bf16_kernel_available(Bf16Kernel kernel) {
+    switch (kernel) {
+        case Bf16Kernel::Amx: return amx_ready();
+        case Bf16Kernel::Avx512: return cpu_has_avx512bf16();
+        default: return true;
+    }
+}
+
+Bf16Kernel bf16_kernel_for(const at::Tensor& x, const at::Tensor& weight) {
+    const bool shapes = x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
+                        weight.scalar_type() == at::kBFloat16 && weight.device().is_cpu() && x.dim() == 2 &&
+                        weight.dim() == 2 && x.size(0) >= 1 && x.size(1) == weight.size(1) && x.size(1) % 32 == 0 &&
+                        weight.is_contiguous();
+    return shapes ? choose(x.size(0)) : Bf16Kernel::Torch;
+}
+
 bool bf16_gemv_applies(const at::Tensor& x, const at::Tensor& weight) {
-    return cpu_has_avx512bf16() && x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
-           weight.scalar_type() == at::kBFloat16 && weight.device().is_cpu() && x.dim() == 2 && weight.dim() == 2 &&
-           x.size(0) >= 1 && x.size(0) <= kBf16GemvMaxRows && x.size(1) == weight.size(1) && x.size(1) % 32 == 0 &&
-           weight.is_contiguous();
+    return bf16_kernel_for(x, weight) != Bf16Kernel::Torch;
 }
 
 at::Tensor bf16_gemv(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& bias) {
+    const Bf16Kernel kernel = bf16_kernel_for(x_in, weight);
     const at::Tensor x = x_in.contiguous();
     const std::int64_t M = x.size(0), I = x.size(1), O = weight.size(0);
     at::Tensor y = at::empty({M, O}, x.options());
@@ -95,21 +327,20 @@ at::Tensor bf16_gemv(const at::Tensor& x_in, const at::Tensor& weight, const at:
     const at::Tensor b = bias.defined() ? bias.contiguous() : bias;
     const auto* bp = b.defined() ? reinterpret_cast<const std::uint16_t*>(b.data_ptr<at::BFloat16>()) : nullptr;
     auto* yp = reinterpret_cast<std::uint16_t*>(y.data_ptr<at::BFloat16>());
+    if (kernel == Bf16Kernel::Amx) {
+        const std::vector<std::uint16_t> packed = pack_activations(xp, M, I);
+        const std::int64_t blocks = O / kTileRows, tail = blocks * kTileRows;
+        // Grain: a task streams a few hundred KB of weights (pairs of 16-row blocks).
+        const std::int64_t grain = std::max<std::int64_t>(2, (1 << 18) / (kTileRows * 2 * I)) / 2 * 2;
+        at::parallel_for(0, blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
+            amx_blocks(packed.data(), M, wp, I, bp, yp, O, b0, b1);
+        });
+        if (tail < O) avx512_rows(xp, M, wp, I, bp, yp, O, tail, O);  // fewer than 16 rows left
+        return y;
+    }
     // Grain: enough rows per task that a thread streams a few hundred KB.
     const std::int64_t grain = std::max<std::int64_t>(16, (1 << 18) / (2 * I)) / 4 * 4;
-    at::parallel_for(0, O, grain, [&](std::int64_t o0, std::int64_t o1) {
-        for (std::int64_t m = 0; m < M; m += 4) {
-            const std::int64_t mb = std::min<std::int64_t>(4, M - m);
-            const std::uint16_t* xm = xp + m * I;
-            std::uint16_t* ym = yp + m * O;
-            switch (mb) {
-                case 1: gemv_rows<1>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-                case 2: gemv_rows<2>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-                case 3: gemv_rows<3>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-                default: gemv_rows<4>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-            }
-        }
-    });
+    at::parallel_for(0, O, grain, [&](std::int64_t o0, std::int64_t o1) { avx512_rows(xp, M, wp, I, bp, yp, O, o0, o1); });
     return y;
 }
 

@@ -1,18 +1,26 @@
-// A bf16 matrix-vector kernel for decode steps (few rows of activations, a large
-// weight matrix): y[M, O] = x[M, I] W[O, I]^T (+ b), bf16 in and out, fp32 sums.
+// bf16 linear kernels: y[M, O] = x[M, I] W[O, I]^T (+ b), bf16 in and out, fp32 sums.
 //
-// Why: a decode step is memory-bound, and libtorch 2.11's bf16 linear for M = 1 on
-// CPU runs at a fraction of the memory bandwidth (measured: no faster than fp32 with
-// half the bytes). This kernel streams each weight row once for all M rows of x with
-// AVX512-BF16 dot products (vdpbf16ps), threads splitting the output rows.
+// Why: a decode step is memory-bound, and libtorch 2.11's bf16 linear on CPU runs at a
+// fraction of the memory bandwidth (measured here: 1.5-4 GB/s at 1-16 rows, against
+// 12-16 GB/s for these kernels on one core). Two kernels, threads splitting the output
+// rows:
+//   - AMX (tile multiply, 16x16x32 per instruction): the weight is read in place, each
+//     weight tile once per 16 activation rows, so 1 and 16 rows cost the same;
+//   - AVX512-BF16 (vdpbf16ps), for CPUs without AMX: compute-bound past a few rows
+//     (measured ~16 GFLOP/s per core here), so only for decode shapes.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include "kev/cpu_kernels.h"
+
 namespace kev {
 
-// True when the CPU has AVX512-BF16 and the shapes suit the kernel: x [M, I] with
-// M <= kMaxRows, I a multiple of 32, bf16 contiguous CPU tensors.
+// The kernel a call with these operands runs (Torch when the shapes do not suit ours).
+Bf16Kernel bf16_kernel_for(const at::Tensor& x, const at::Tensor& weight);
+
+// True when one of our kernels suits the call: bf16 contiguous CPU tensors, x [M, I]
+// with I a multiple of 32, and M <= kBf16GemvMaxRows unless AMX is there.
 constexpr std::int64_t kBf16GemvMaxRows = 16;
 bool bf16_gemv_applies(const at::Tensor& x, const at::Tensor& weight);
 
