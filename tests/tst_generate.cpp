@@ -4,13 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "kev/error.h"
 #include "kev/generator.h"
 #include "kev/model.h"
 #include "kev/session.h"
+#include "kev/tokenizer.h"
 #include "kev_test_env.h"
 
 namespace {
@@ -262,6 +266,57 @@ private Q_SLOTS:
         const auto cut = runCards(m, cards, {}, o);
         QVERIFY2(lastStep <= 3, qPrintable(QString("ran until step %1").arg(lastStep)));
         for (const auto& c : cut.cards) QCOMPARE(c.finish, kev::FinishReason::Cancelled);
+    }
+
+    // A model whose embedding has more rows than its tokenizer has tokens (Qwen pads
+    // 151665 tokens to 151936 rows): the padding ids have no text and must never be
+    // sampled, even at a high temperature over random logits.
+    void idsPastTheTokenizerAreNeverSampled() {
+        const QString path = kevtest::workDir() + QStringLiteral("/bytes-only-tokenizer.json");
+        {
+            // GPT-2's byte-to-character table: 256 byte tokens, no merges.
+            nlohmann::json vocab = nlohmann::json::object();
+            int extra = 0;
+            for (int b = 0; b < 256; ++b) {
+                const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+                const int cp = printable ? b : 256 + extra++;
+                std::string utf8;
+                if (cp < 0x80) utf8 += static_cast<char>(cp);
+                else {
+                    utf8 += static_cast<char>(0xC0 | (cp >> 6));
+                    utf8 += static_cast<char>(0x80 | (cp & 0x3F));
+                }
+                vocab[utf8] = b;
+            }
+            const nlohmann::json doc = {
+                {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+                {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                {"decoder", {{"type", "ByteLevel"}}},
+                {"normalizer", nullptr},
+                {"added_tokens", nlohmann::json::array()}};
+            std::ofstream(path.toStdString()) << doc.dump();
+        }
+        const kev::Tokenizer tok = kev::Tokenizer::from_hf_files(path.toStdString(), "");
+        QCOMPARE(tok.vocab_size(), 256);
+        const kev::Model& m = *models_[1];
+        QVERIFY(m.config().vocab_size > 256);
+        kev::Generator g(m, &tok, std::nullopt);
+        std::mt19937 rng(11);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 4; ++c) {
+            kev::SamplingSettings s;
+            s.temperature = 2.0f;
+            s.seed = 100 + c;
+            s.max_new_tokens = 40;
+            cards.push_back({randomPrompt(rng, 256, 2, 12), s});
+        }
+        kev::RunOptions options;
+        options.ignore_end_of_sequence = true;
+        const auto result = g.run(g.prepare_tokens(cards, {}), options);
+        for (const auto& card : result.cards) {
+            QCOMPARE(card.tokens.size(), std::size_t{40});
+            for (kev::TokenId t : card.tokens) QVERIFY2(t < 256, qPrintable(QString("sampled id %1").arg(t)));
+        }
     }
 
     void builtinModelAnswersEightQuestionsPackedAsAlone() {

@@ -165,6 +165,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
     const std::int64_t vocab = model_.config().vocab_size;
 
     const std::vector<TokenId> eos = end_ids(model_, tokenizer_);
+    const std::int64_t sampled_vocab = tokenizer_ ? std::min<std::int64_t>(vocab, tokenizer_->vocab_size()) : vocab;
     PlannerOptions planner_options;
     if (!options.ignore_end_of_sequence) planner_options.end_of_sequence = eos;
     Planner planner(plan, planner_options);
@@ -241,6 +242,11 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                 CardResult& r = result.cards[static_cast<std::size_t>(c)];
                 std::copy(base + i * vocab, base + (i + 1) * vocab, scratch.begin());
                 if (options.keep_logits) r.logits.emplace_back(scratch.begin(), scratch.end());
+                // Ids past the tokenizer's vocabulary (the padding rows some models add to
+                // their embedding, e.g. Qwen's 151936 for ~151665 tokens) have no text:
+                // never sampled, never offered as alternatives.
+                if (sampled_vocab < vocab)
+                    std::fill(scratch.begin() + sampled_vocab, scratch.end(), std::numeric_limits<float>::lowest());
                 if (options.logprobs > 0) r.logprobs.push_back(top_logprobs(scratch.data(), scratch.size(), options.logprobs));
                 if (options.ignore_end_of_sequence) {
                     for (TokenId id : eos) {
