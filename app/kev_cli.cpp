@@ -13,6 +13,7 @@
 #include <optional>
 #include <sys/stat.h>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -25,16 +26,20 @@
 #include "kev/gguf.h"
 #include "kev/session.h"
 
+#include "cli.h"
+#include "cli_terminal.h"
+
 namespace {
 
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitIsolation = 3;
+constexpr int kExitOutOfMemory = 4;
 constexpr int kExitInterrupted = 130;
 
 const char* kUsage =
     "usage: kev-cli [options] QUESTION...\n"
-    "       kev-cli info [--model PATH]\n"
+    "       kev-cli info [--model PATH] [--json]\n"
     "       kev-cli tokenize [--model PATH] [--text TEXT] [--json]   (text from stdin without --text)\n"
     "\n"
     "Answers every QUESTION in one packed forward pass; each answer is isolated from\n"
@@ -62,8 +67,16 @@ const char* kUsage =
     "  --verify-isolation        run packed and one at a time; exit 3 on any difference\n"
     "  --ignore-eos              never stop at end-of-sequence (fixed lengths)\n"
     "  --logprobs K              top-K log-probabilities of every generated token (JSON)\n"
-    "  --json                    machine-readable output\n"
-    "  -h, --help                this text\n";
+    "  --json                    machine-readable output: one JSON document\n"
+    "  --jsonl                   machine-readable output: one JSON line per question\n"
+    "  -h, --help                this text\n"
+    "\n"
+    "On a terminal several answers stream side by side, each in its own labelled block;\n"
+    "into a pipe or a file they are printed whole, labelled, with nothing decorative.\n"
+    "\n"
+    "exit codes: 0 done, 1 model, adapter or file error, 2 usage error, 3 isolation\n"
+    "difference (--verify-isolation), 4 out of memory (the run was refused before it\n"
+    "started), 130 interrupted (Ctrl-C: what was generated so far is still printed).\n";
 
 volatile std::sig_atomic_t g_interrupted = 0;
 kev::CancelFlags* g_cancel = nullptr;
@@ -88,6 +101,7 @@ struct Options {
     bool verify = false;
     bool ignore_eos = false;
     bool json = false;
+    bool jsonl = false;
     std::int32_t logprobs = 0;
     std::vector<std::string> questions;
     // Per-question settings from --file (same length as questions when a file was read).
@@ -242,6 +256,8 @@ Options parse(int argc, char** argv) {
             if (o.logprobs < 0 || o.logprobs > 100) throw UsageError{"--logprobs must be between 0 and 100"};
         } else if (a == "--json") {
             o.json = true;
+        } else if (a == "--jsonl") {
+            o.jsonl = true;
         } else if (a == "--file") {
             o.file = value();
         } else if (a == "--text") {
@@ -263,30 +279,12 @@ Options parse(int argc, char** argv) {
     }
     if (!o.file.empty()) read_question_file(o);
     if (o.command.empty() && o.questions.empty()) throw UsageError{"no question given"};
+    if (o.json && o.jsonl) throw UsageError{"--json and --jsonl exclude each other"};
     return o;
 }
 
-int info(const Options& o) {
-    const kev::EngineInfo e = kev::engine_info();
-    std::printf("kev %s, libtorch %s, cpu %s, %d threads, cuda %s\n", e.kev_version.c_str(),
-                e.torch_version.c_str(), e.cpu_capability.c_str(), e.cpu_threads, e.cuda_available ? "yes" : "no");
-    const auto gguf = kev::GgufFile::open(o.model);
-    std::printf("model %s\n  gguf v%u, %zu tensors, %zu metadata keys\n", o.model.c_str(), gguf->version(),
-                gguf->tensors().size(), gguf->metadata().size());
-    if (auto arch = gguf->get_string("general.architecture")) std::printf("  architecture %s\n", arch->c_str());
-    if (auto name = gguf->get_string("general.name")) std::printf("  name %s\n", name->c_str());
-    return 0;
-}
-
-kev::Tokenizer load_tokenizer(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) throw kev::Error(kev::ErrorCode::Io, path + ": no such file or folder");
-    if (S_ISDIR(st.st_mode)) return kev::Tokenizer::from_hf_dir(path);
-    return kev::Tokenizer::from_gguf(*kev::GgufFile::open(path));
-}
-
 int tokenize(const Options& o) {
-    const kev::Tokenizer tok = load_tokenizer(o.model);
+    const kev::Tokenizer tok = kevcli::load_tokenizer(o.model);
     const std::string text = o.text ? *o.text : std::string(std::istreambuf_iterator<char>(std::cin), {});
     const std::vector<kev::TokenId> ids = tok.encode(text, kev::SpecialTokens::Parse);
     if (o.json) {
@@ -316,7 +314,7 @@ kev::GenerationRequest make_request(const Options& o, const std::vector<std::str
 }
 
 kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const std::vector<std::string>& questions,
-                               std::size_t first_index, bool stream) {
+                               std::size_t first_index, bool stream, kevcli::LiveView* live = nullptr) {
     const kev::Generator gen = s.generator();
     const kev::PreparedPack pack = gen.prepare(make_request(o, questions, first_index), kev::temperature_defaults_from_env());
     kev::CancelFlags cancel(questions.size());
@@ -327,12 +325,13 @@ kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const st
     run.logprobs = o.logprobs;
     run.cancel = &cancel;
     const bool one = questions.size() == 1;
-    // One question streams its text; several are printed whole, labelled, at the end,
-    // with a progress line on stderr meanwhile (only on a terminal: nothing decorative
-    // goes into a pipe or a file).
-    const bool progress = ::isatty(STDERR_FILENO) != 0;
+    // One question streams its text; several stream into the live view when stdout is a
+    // terminal, else they are printed whole, labelled, at the end, with a progress line
+    // on stderr meanwhile (only on a terminal: nothing decorative goes into a pipe).
+    const bool progress = !live && ::isatty(STDERR_FILENO) != 0;
     std::int64_t tokens = 0;
     run.on_step = [&](const kev::StepEvent& ev) {
+        if (live) live->update(ev);
         for (const auto& u : ev.updates) {
             tokens += static_cast<std::int64_t>(u.tokens.size());
             if (stream && one && !u.text.empty()) std::printf("%s", u.text.c_str());
@@ -388,7 +387,7 @@ int answer(const Options& o) {
     }
     const auto session = kev::Session::open(o.model, session_options);
     if (!session->chat()) throw kev::Error(kev::ErrorCode::Unsupported, session->chat_error());
-    const bool stream = !o.json;
+    const bool stream = !o.json && !o.jsonl;
 
     std::vector<kev::CardResult> results;
     double total_s = 0.0;
@@ -401,10 +400,15 @@ int answer(const Options& o) {
             results.push_back(std::move(r.cards[0]));
         }
     } else {
-        auto r = run_pack(*session, o, o.questions, 0, stream && o.questions.size() == 1);
+        std::unique_ptr<kevcli::LiveView> live;
+        if (stream && o.questions.size() > 1 && ::isatty(STDOUT_FILENO))
+            live = std::make_unique<kevcli::LiveView>(stdout, o.questions, 0);
+        auto r = run_pack(*session, o, o.questions, 0, stream && o.questions.size() == 1, live.get());
         total_s = r.total_s;
         results = std::move(r.cards);
-        if (stream && o.questions.size() > 1) {
+        if (live) {
+            live->finish(results);
+        } else if (stream && o.questions.size() > 1) {
             for (std::size_t q = 0; q < results.size(); ++q) {
                 std::printf("--- [%zu] %s\n%s\n", q + 1, o.questions[q].c_str(), results[q].text.c_str());
             }
@@ -429,7 +433,7 @@ int answer(const Options& o) {
             }
         }
         out["isolation_differences"] = diffs;
-        if (!o.json) {
+        if (stream) {
             std::printf("isolation: %s\n", diffs.empty() ? "every answer equals its solo run"
                                                          : ("DIFFERENCES " + diffs.dump()).c_str());
         }
@@ -440,6 +444,18 @@ int answer(const Options& o) {
         out["cards"] = cards;
         out["interrupted"] = g_interrupted != 0;
         std::printf("%s\n", out.dump(2).c_str());
+    } else if (o.jsonl) {
+        // One line per question, in order; the run's facts on each line, so any line
+        // stands alone in a pipeline.
+        for (std::size_t q = 0; q < results.size(); ++q) {
+            nlohmann::json line = card_json(o.questions[q], results[q], o.logprobs);
+            line["index"] = q + 1;
+            line["packed"] = !o.sequential;
+            line["interrupted"] = g_interrupted != 0;
+            std::printf("%s\n", line.dump().c_str());
+        }
+        if (out.contains("isolation_differences"))
+            std::printf("%s\n", nlohmann::json{{"isolation_differences", out["isolation_differences"]}}.dump().c_str());
     }
     return code;
 }
@@ -464,11 +480,12 @@ int main(int argc, char** argv) {
     }
     std::signal(SIGINT, on_sigint);
     try {
-        if (o.command == "info") return info(o);
+        if (o.command == "info") return kevcli::print_model_info(o.model, o.json);
         if (o.command == "tokenize") return tokenize(o);
         return answer(o);
     } catch (const kev::Error& e) {
         std::fprintf(stderr, "kev-cli: %s\n", e.what());
+        if (e.code() == kev::ErrorCode::OutOfMemory) return kExitOutOfMemory;
         return e.code() == kev::ErrorCode::InvalidArgument ? kExitUsage : kExitError;
     }
 }

@@ -57,6 +57,7 @@ private Q_SLOTS:
         QTest::newRow("missing value") << QStringList{"q", "--seed"} << "--seed needs a value";
         QTest::newRow("bad precision") << QStringList{"--precision", "int3", "q"} << "--precision must be";
         QTest::newRow("missing file") << QStringList{"--file", "/nonexistent.json"} << "cannot read /nonexistent.json";
+        QTest::newRow("json and jsonl") << QStringList{"--json", "--jsonl", "q"} << "--json and --jsonl exclude each other";
     }
 
     void usageErrorsExitWithTwo() {
@@ -114,6 +115,79 @@ private Q_SLOTS:
                 QVERIFY2(st.contains(k), k);
             QCOMPARE(st["generated_tokens"].toInt(), c["tokens"].toArray().size());
         }
+    }
+
+    void jsonlGivesOneLinePerQuestion() {
+        const Run r = cli({"--jsonl", "--max-new-tokens", "6", "What is 2+2?", "Name a color.", "Say hi."});
+        QCOMPARE(r.code, 0);
+        const QList<QByteArray> lines = r.out.trimmed().split('\n');
+        QCOMPARE(lines.size(), 3);
+        for (int i = 0; i < lines.size(); ++i) {
+            const QJsonObject c = QJsonDocument::fromJson(lines[i]).object();
+            QCOMPARE(c["index"].toInt(), i + 1);
+            QVERIFY(c["text"].isString());
+            QVERIFY(!c["tokens"].toArray().isEmpty());
+            QVERIFY(c["stats"].toObject().contains("tokens_per_s"));
+            QCOMPARE(c["packed"].toBool(), true);
+        }
+    }
+
+    void pipedOutputIsPlainAndLabelled() {
+        const Run r = cli({"--max-new-tokens", "6", "What is 2+2?", "Name a color."});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(!r.out.contains('\x1b'), "no escape sequences into a pipe");
+        QVERIFY(r.out.contains("--- [1] What is 2+2?"));
+        QVERIFY(r.out.contains("--- [2] Name a color."));
+    }
+
+    // On a terminal (a pseudo-terminal made by script(1)), several answers stream into
+    // labelled blocks redrawn in place, then every answer is printed in full: the same
+    // text as the plain output.
+    void severalAnswersStreamSideBySideOnATerminal() {
+        const QStringList qs{"What is 2+2?", "Name a color.", "Say hello in French."};
+        const Run plain = cli({"--json", "--max-new-tokens", "12", qs[0], qs[1], qs[2]});
+        QCOMPARE(plain.code, 0);
+        QString command = "stty cols 100 rows 30; exec '" + kevtest::binDir() + "/kev-cli' --max-new-tokens 12";
+        for (const QString& q : qs) command += " '" + q + "'";
+        QProcess p;
+        p.start("script", {"-qec", command, "/dev/null"});
+        QVERIFY(p.waitForFinished(5 * 60 * 1000));
+        QCOMPARE(p.exitCode(), 0);
+        const QString out = QString::fromUtf8(p.readAllStandardOutput()).remove('\r');
+        QVERIFY2(out.contains("\x1b[J"), "the live view redraws in place");
+        QVERIFY2(out.contains("cards answering"), "the live view has a footer with the pack's progress");
+        const QJsonArray cards = json(plain)["cards"].toArray();
+        for (int i = 0; i < qs.size(); ++i) {
+            QVERIFY2(out.contains(QStringLiteral("[%1] ").arg(i + 1) + "\x1b[0m" + qs[i]), qPrintable(qs[i]));
+            // The final, full print: label, then the whole answer.
+            const QString full = QStringLiteral("--- [%1] %2\x1b[0m\n%3\n").arg(i + 1).arg(qs[i], cards[i].toObject()["text"].toString());
+            QVERIFY2(out.contains(full), qPrintable(full));
+        }
+    }
+
+    void infoDescribesTheModelWithoutLoadingIt() {
+        const Run r = cli({"info", "--json"});
+        QCOMPARE(r.code, 0);
+        const QJsonObject o = json(r);
+        QCOMPARE(o["architecture"].toString(), QStringLiteral("llama"));
+        QCOMPARE(o["layers"].toInt(), 30);
+        QCOMPARE(o["hidden_size"].toInt(), 576);
+        QCOMPARE(o["context_length"].toInt(), 8192);
+        QCOMPARE(o["chat_format"].toString(), QStringLiteral("chatml"));
+        QVERIFY(o["tensor_types"].toObject().contains("Q4_1"));
+        QVERIFY(o["parameters"].toInteger() > 100000000);
+        const Run text = cli({"info"});
+        QCOMPARE(text.code, 0);
+        for (const char* s : {"architecture llama", "context      8192 tokens", "chat format  chatml"})
+            QVERIFY2(text.out.contains(s), s);
+    }
+
+    void aPackTooBigForMemoryExitsWithFour() {
+        QStringList args{"--max-new-tokens", "8000"};
+        for (int i = 0; i < 1000; ++i) args << QStringLiteral("question %1").arg(i);
+        const Run r = cli(args);
+        QCOMPARE(r.code, 4);
+        QVERIFY2(r.err.contains("remove"), r.err.constData());  // says what to change
     }
 
     void logprobsAreReported() {

@@ -1,0 +1,133 @@
+#include "cli.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "kev/chat_template.h"
+#include "kev/config.h"
+#include "kev/engine_info.h"
+#include "kev/error.h"
+#include "kev/gguf.h"
+#include "kev/safetensors.h"
+
+namespace kevcli {
+
+namespace {
+
+bool is_dir(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw kev::Error(kev::ErrorCode::Io, path + ": no such file or folder");
+    return S_ISDIR(st.st_mode);
+}
+
+std::int64_t bytes_on_disk(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) return static_cast<std::int64_t>(fs::file_size(path, ec));
+    std::int64_t total = 0;
+    for (const auto& e : fs::directory_iterator(path, ec))
+        if (e.is_regular_file(ec)) total += static_cast<std::int64_t>(e.file_size(ec));
+    return total;
+}
+
+std::string human_bytes(double b) {
+    const char* units[] = {"B", "KB", "MB", "GB"};
+    int u = 0;
+    while (b >= 1000.0 && u < 3) b /= 1000.0, ++u;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+    return buf;
+}
+
+}  // namespace
+
+kev::Tokenizer load_tokenizer(const std::string& path) {
+    if (is_dir(path)) return kev::Tokenizer::from_hf_dir(path);
+    return kev::Tokenizer::from_gguf(*kev::GgufFile::open(path));
+}
+
+int print_model_info(const std::string& path, bool json) {
+    const bool folder = is_dir(path);
+    kev::ModelConfig c;
+    std::map<std::string, int> tensor_types;  // type name -> tensor count
+    std::string container;
+    if (folder) {
+        c = kev::load_hf_config(path);
+        const auto st = kev::SafetensorsModel::open(path);
+        for (const auto& [name, e] : st->tensors()) ++tensor_types[kev::to_string(e.tensor->dtype)];
+        container = "safetensors";
+    } else {
+        const auto gguf = kev::GgufFile::open(path);
+        c = kev::config_from_gguf(*gguf);
+        for (const auto& t : gguf->tensors()) ++tensor_types[kev::to_string(t.type)];
+        container = "gguf v" + std::to_string(gguf->version());
+    }
+    std::string chat, chat_note;
+    int vocab = 0;
+    try {
+        const kev::Tokenizer tok = load_tokenizer(path);
+        vocab = tok.vocab_size();
+        chat = kev::to_string(kev::ChatTemplate::recognise(tok).format());
+    } catch (const kev::Error& e) {
+        chat_note = e.what();
+    }
+    const kev::EngineInfo engine = kev::engine_info();
+    const std::int64_t disk = bytes_on_disk(path);
+
+    nlohmann::json types = nlohmann::json::object();
+    for (const auto& [t, n] : tensor_types) types[t] = n;
+    nlohmann::json j = {{"path", path},
+                        {"container", container},
+                        {"bytes_on_disk", disk},
+                        {"architecture", kev::to_string(c.arch)},
+                        {"layers", c.num_layers},
+                        {"hidden_size", c.hidden_size},
+                        {"heads", c.num_heads},
+                        {"kv_heads", c.num_kv_heads},
+                        {"head_dim", c.head_dim},
+                        {"intermediate_size", c.intermediate_size},
+                        {"vocab_size", c.vocab_size},
+                        {"tokenizer_vocab_size", vocab},
+                        {"context_length", c.max_positions},
+                        {"rope_theta", c.rope_theta},
+                        {"rope_scaling", kev::to_string(c.rope_scaling.kind)},
+                        {"tied_embeddings", c.tie_word_embeddings},
+                        {"parameters", c.parameter_count()},
+                        {"tensor_types", types},
+                        {"chat_format", chat.empty() ? nlohmann::json(nullptr) : nlohmann::json(chat)},
+                        {"engine", {{"kev", engine.kev_version}, {"libtorch", engine.torch_version},
+                                    {"cpu", engine.cpu_capability}, {"threads", engine.cpu_threads},
+                                    {"cuda", engine.cuda_available}}}};
+    if (!chat_note.empty()) j["chat_note"] = chat_note;
+    if (json) {
+        std::printf("%s\n", j.dump(2).c_str());
+        return 0;
+    }
+    std::string type_list;
+    for (const auto& [t, n] : tensor_types) type_list += (type_list.empty() ? "" : ", ") + t + " x" + std::to_string(n);
+    std::printf("model        %s\n", path.c_str());
+    std::printf("container    %s, %s on disk\n", container.c_str(), human_bytes(static_cast<double>(disk)).c_str());
+    std::printf("architecture %s, %.1f M parameters\n", kev::to_string(c.arch), c.parameter_count() / 1e6);
+    std::printf("layers       %lld, hidden %lld, intermediate %lld\n", static_cast<long long>(c.num_layers),
+                static_cast<long long>(c.hidden_size), static_cast<long long>(c.intermediate_size));
+    std::printf("attention    %lld heads, %lld key/value heads, head dim %lld\n", static_cast<long long>(c.num_heads),
+                static_cast<long long>(c.num_kv_heads), static_cast<long long>(c.head_dim));
+    std::printf("context      %lld tokens (RoPE theta %g, scaling %s)\n", static_cast<long long>(c.max_positions), c.rope_theta,
+                kev::to_string(c.rope_scaling.kind));
+    std::printf("vocabulary   %lld rows, %d tokenizer tokens%s\n", static_cast<long long>(c.vocab_size), vocab,
+                c.tie_word_embeddings ? ", output head tied to the embedding" : "");
+    std::printf("tensors      %s\n", type_list.c_str());
+    std::printf("chat format  %s\n", chat.empty() ? ("none (" + chat_note + ")").c_str() : chat.c_str());
+    std::printf("engine       kev %s, libtorch %s, cpu %s, %d threads, cuda %s\n", engine.kev_version.c_str(),
+                engine.torch_version.c_str(), engine.cpu_capability.c_str(), engine.cpu_threads,
+                engine.cuda_available ? "yes" : "no");
+    return 0;
+}
+
+}  // namespace kevcli
