@@ -17,6 +17,9 @@
 #include <string>
 #include <vector>
 
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
 #include "bench.h"
 #include "kev/generator.h"
 #include "kev/model.h"
@@ -74,6 +77,30 @@ Sample run_once(const kev::Model& model, const std::vector<kev::TokenCard>& card
     }
     s.ttft_s = ttft;
     return s;
+}
+
+// The breakdown of a decode step: every linear layer of the model (each layer's qkv, o,
+// gate_up and down, and the output head) run alone on [n, in] activations in the
+// model's dtype; median of 5 passes, in ms. The rest of a step is attention, norms,
+// RoPE, sampling and the framework's own overhead.
+double linears_ms(const kev::Model& model, int n) {
+    c10::InferenceMode guard;
+    const auto& w = model.weights();
+    std::vector<const kev::Linear*> all;
+    for (const auto& l : w.layers) all.insert(all.end(), {&l.qkv, &l.o, &l.gate_up, &l.down});
+    all.push_back(&w.lm_head);
+    std::vector<at::Tensor> inputs;
+    for (const kev::Linear* lin : all) {
+        const std::int64_t in = lin->weight.defined() ? lin->weight.size(1) : model.config().hidden_size;
+        inputs.push_back(at::randn({n, in}).to(w.embed.scalar_type()));
+    }
+    std::vector<double> passes;
+    for (int p = 0; p < 6; ++p) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < all.size(); ++i) (*all[i])(inputs[i]);
+        if (p > 0) passes.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return median(passes);
 }
 
 int run_pack(const Args& args) {
@@ -168,7 +195,9 @@ int run_pack(const Args& args) {
         // cache): what the gathered layout saves.
         const Sample dense = run_once(*model, cards, /*dense=*/true);
         const double dense_step_ms = dense.decode_s / std::max<long long>(1, dense.steps) * 1e3;
+        const double linear_ms = linears_ms(*model, n);
         nlohmann::json row = {
+            {"linears_ms_per_step", linear_ms},
             {"dense_mask_decode_step_ms", dense_step_ms},
             {"n", n},
             {"packed_wall_s", median(packed_wall)},
@@ -199,17 +228,17 @@ int run_pack(const Args& args) {
            << " GB/s; roofline step " << roofline_ms << " ms; load " << load_s << " s; prompt " << prompt_len
            << " tokens, " << gen_len << " generated per card, median of " << reps << ".\n\n"
            << "| N | packed wall s | one-at-a-time wall s | ratio | TTFT s | prefill tok/s | aggregate decode tok/s "
-              "| per-card tok/s | one-at-a-time decode tok/s | step ms | step / roofline | dense-mask step ms | peak RSS MiB |\n"
-           << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+              "| per-card tok/s | one-at-a-time decode tok/s | step ms | of which linears ms | step / roofline | dense-mask step ms | peak RSS MiB |\n"
+           << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         char buf[512];
         for (const auto& r : report["results"]) {
-            std::snprintf(buf, sizeof buf, "| %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.0f |\n",
+            std::snprintf(buf, sizeof buf, "| %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.0f |\n",
                           r["n"].get<int>(), r["packed_wall_s"].get<double>(), r["sequential_wall_s"].get<double>(),
                           r["ratio"].get<double>(), r["packed_ttft_s"].get<double>(),
                           r["prefill_tokens_per_s"].get<double>(), r["aggregate_decode_tokens_per_s"].get<double>(),
                           r["per_card_decode_tokens_per_s"].get<double>(),
                           r["sequential_decode_tokens_per_s"].get<double>(), r["decode_step_ms"].get<double>(),
-                          r["step_vs_roofline"].get<double>(), r["dense_mask_decode_step_ms"].get<double>(),
+                          r["linears_ms_per_step"].get<double>(), r["step_vs_roofline"].get<double>(), r["dense_mask_decode_step_ms"].get<double>(),
                           r["peak_rss_mib"].get<double>());
             md << buf;
         }
