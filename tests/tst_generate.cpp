@@ -121,17 +121,18 @@ private Q_SLOTS:
         expectIsolated(m, cards, shared, packed);
     }
 
-    void gatheredDecodeEqualsTheDenseMask() {
-        // The decode path that reads only each card's own slots against the reference path
-        // that reads the whole cache through one dense mask.
+    void ownSlotPathsEqualTheDenseMask() {
+        // The paths that read only each card's own slots (attention per card in the
+        // prefill, gathered slots in decode steps) against the reference path that reads
+        // the whole cache through one dense mask.
         for (std::size_t m = 0; m < models_.size(); ++m) {
             std::mt19937 rng(static_cast<unsigned>(40 + m));
             std::vector<kev::TokenCard> cards;
             for (int c = 0; c < 7; ++c) cards.push_back({randomPrompt(rng, 512, 2, 35), greedy(4 + c * 2)});
-            const auto shared = m == 1 ? randomPrompt(rng, 512, 10, 10) : std::vector<kev::TokenId>{};
+            const auto shared = m >= 1 ? randomPrompt(rng, 512, 10, 10) : std::vector<kev::TokenId>{};
             const auto gathered = runCards(*models_[m], cards, shared);
             kev::RunOptions dense;
-            dense.dense_decode_mask = true;
+            dense.dense_mask = true;
             const auto reference = runCards(*models_[m], cards, shared, dense);
             for (std::size_t c = 0; c < cards.size(); ++c) {
                 QCOMPARE(gathered.cards[c].tokens, reference.cards[c].tokens);

@@ -61,7 +61,7 @@ Sample run_once(const kev::Model& model, const std::vector<kev::TokenCard>& card
     kev::Generator gen(model, nullptr, std::nullopt);
     kev::RunOptions options;
     options.ignore_end_of_sequence = true;
-    options.dense_decode_mask = dense;
+    options.dense_mask = dense;
     const auto t0 = std::chrono::steady_clock::now();
     const kev::GenerationResult r = gen.run(gen.prepare_tokens(cards, {}), options);
     Sample s;

@@ -128,10 +128,11 @@ struct RunOptions {
     bool ignore_end_of_sequence = false;
     std::int32_t logprobs = 0;
     bool keep_logits = false;              // tests: keep every generated row's logits
-    // Decode with one dense mask over the whole cache (every row reads every slot up to the
-    // highest one, masked) instead of gathering each card's own slots. The reference path
-    // the tests compare the gather path with; slower for larger packs.
-    bool dense_decode_mask = false;
+    // Prefill and decode with one dense mask over the whole cache (every row reads every
+    // slot up to the highest one, masked) instead of reading each card's own slots only
+    // (per-card attention in the prefill, gathered slots in decode steps). The reference
+    // path the tests compare the fast paths with; slower for larger packs.
+    bool dense_mask = false;
     std::function<void(const StepEvent&)> on_step;
     CancelFlags* cancel = nullptr;         // may be null
 };

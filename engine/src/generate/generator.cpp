@@ -217,7 +217,18 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                 batch.positions = plan.positions;
                 batch.slots = plan.slots;
                 batch.kv_len = step.kv_len;
-                batch.mask = prefill_slot_mask(plan);
+                if (options.dense_mask) {  // the reference path (tests, benchmarks)
+                    batch.mask = prefill_slot_mask(plan);
+                } else {
+                    // Each row reads the shared context and its own card's slots up to
+                    // itself: the forward attends per card, never over the whole pack.
+                    batch.reads.resize(batch.tokens.size());
+                    for (const PackSegment& seg : plan.segment_table) {
+                        const std::int64_t shared_end = seg.segment == PackPlan::kSharedSegment ? 0 : plan.shared_length;
+                        for (std::int64_t r = seg.row_begin; r < seg.row_end; ++r)
+                            batch.reads[static_cast<std::size_t>(r)] = {shared_end, seg.slot_begin, plan.slots[r] + 1};
+                    }
+                }
             } else {
                 // Each card reads only the shared context and its own region (not the
                 // whole pack): the forward gathers exactly those slots.
@@ -228,7 +239,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                     batch.reads.push_back({step.shared_length, row.read_begin, row.slot + 1});
                 }
                 batch.kv_len = step.kv_len;
-                if (options.dense_decode_mask) {  // the reference path (tests, benchmarks)
+                if (options.dense_mask) {  // the reference path (tests, benchmarks)
                     batch.reads.clear();
                     batch.mask = step_slot_mask(step);
                 }

@@ -162,10 +162,46 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     const at::Tensor slots = from_vector(b.slots, dev);      // [S]
     const at::Tensor positions = from_vector(b.positions, dev);
     // Dense path: one mask over slots [0, K) for every row.
-    // Gather path: each row's slots listed in `gather` [S, L] (padded with the row's own
-    // slot), `valid` [S, 1, 1, L] marking the real entries; only those slots are read.
+    // Run path (prefill with `reads`): rows that continue one another (consecutive
+    // slots, the same shared context and region) form a run, attended in one call over
+    // only the slots the run may read: the shared context and its own region. A pack's
+    // attention then costs the sum of its cards' squares, not the square of the pack.
+    // Gather path (decode): each row's slots listed in `gather` [S, L] (padded with the
+    // row's own slot), `valid` [S, 1, 1, L] marking the real entries.
+    struct Run {
+        std::int64_t row = 0, rows = 0, shared_end = 0, begin = 0, end = 0;
+        at::Tensor mask;  // [1, 1, rows, shared_end + end - begin] or undefined (plain causal)
+    };
+    std::vector<Run> runs;
+    if (by_reads) {
+        for (std::int64_t r = 0; r < S; ++r) {
+            const auto& rd = b.reads[r];
+            if (!runs.empty()) {
+                Run& last = runs.back();
+                if (rd.shared_end == last.shared_end && rd.begin == last.begin && b.slots[r] == b.slots[r - 1] + 1 &&
+                    rd.end == b.slots[r] + 1 && b.reads[r - 1].end == b.slots[r - 1] + 1) {
+                    ++last.rows;
+                    last.end = rd.end;
+                    continue;
+                }
+            }
+            runs.push_back({r, 1, rd.shared_end, rd.begin, rd.end, {}});
+        }
+    }
+    const bool by_runs = by_reads && static_cast<std::int64_t>(runs.size()) < S;
     at::Tensor mask, gather, valid;
-    if (!by_reads) {
+    if (by_runs) {
+        for (Run& run : runs) {
+            const std::int64_t own = run.end - run.begin, L = run.shared_end + own;
+            if (run.shared_end == 0 && own == run.rows) continue;  // square and causal
+            std::vector<std::uint8_t> m(static_cast<std::size_t>(run.rows * L), 0);
+            for (std::int64_t i = 0; i < run.rows; ++i) {
+                const std::int64_t visible_own = b.slots[run.row + i] - run.begin + 1;
+                std::fill_n(m.begin() + i * L, run.shared_end + visible_own, 1);
+            }
+            run.mask = at::from_blob(m.data(), {1, 1, run.rows, L}, at::kByte).to(dev, at::kBool, false, true);
+        }
+    } else if (!by_reads) {
         mask = at::from_blob(const_cast<std::uint8_t*>(b.mask.data()), {S, K}, at::kByte)
                    .to(dev, at::kBool, false, true);  // [S, K]
     } else {
@@ -210,7 +246,24 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         cache_k.index_copy_(1, slots, k.transpose(0, 1));
         cache_v.index_copy_(1, slots, v.transpose(0, 1));
         at::Tensor a;
-        if (!by_reads) {
+        if (by_runs) {
+            std::vector<at::Tensor> parts;
+            for (const Run& run : runs) {
+                const at::Tensor qr = q.narrow(0, run.row, run.rows).transpose(0, 1).unsqueeze(0);  // [1, H, R, D]
+                at::Tensor keys = cache_k.narrow(1, run.begin, run.end - run.begin);
+                at::Tensor values = cache_v.narrow(1, run.begin, run.end - run.begin);
+                if (run.shared_end > 0) {
+                    keys = at::cat({cache_k.narrow(1, 0, run.shared_end), keys}, 1);
+                    values = at::cat({cache_v.narrow(1, 0, run.shared_end), values}, 1);
+                }
+                const at::Tensor out = at::scaled_dot_product_attention(
+                    qr, keys.unsqueeze(0), values.unsqueeze(0),
+                    run.mask.defined() ? std::optional<at::Tensor>(run.mask) : std::nullopt, 0.0,
+                    /*is_causal=*/!run.mask.defined(), std::nullopt, /*enable_gqa=*/true);  // [1, H, R, D]
+                parts.push_back(out.squeeze(0).transpose(0, 1).reshape({run.rows, qs}));
+            }
+            a = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
+        } else if (!by_reads) {
             const at::Tensor keys = cache_k.narrow(1, 0, K).unsqueeze(0);    // [1, KVH, K, D]
             const at::Tensor values = cache_v.narrow(1, 0, K).unsqueeze(0);  // [1, KVH, K, D]
             a = at::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), keys, values, mask, 0.0, false,
