@@ -128,6 +128,8 @@ void EngineWorker::setLora(const QString& path) {
         session_->load_lora(path.toStdString());
         loraError_.clear();
     } catch (const std::exception& e) {
+        // Runs that want LoRA now fail with this reason instead of using the old adapter.
+        session_->clear_lora();
         loraError_ = messageOf(e);
         Q_EMIT loraFailed(path, loraError_);
     }

@@ -210,7 +210,7 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     for (std::int64_t l = 0; l < c.num_layers; ++l) {
         const LayerWeights& w = weights_.layers[l];
         at::Tensor h = rms_norm(x, w.attn_norm, c.rms_norm_eps);
-        const at::Tensor qkv = w.qkv(h, lora);                      // [S, qs + 2 kvs]
+        const at::Tensor qkv = w.qkv(h, lora);                // [S, qs + 2 kvs]
         at::Tensor q = qkv.narrow(1, 0, qs).view({S, H, D});  // [S, H, D]
         at::Tensor k = qkv.narrow(1, qs, kvs).view({S, KVH, D});
         const at::Tensor v = qkv.narrow(1, qs + kvs, kvs).view({S, KVH, D});
