@@ -49,10 +49,14 @@ const char* kUsage =
     "  --model PATH              .gguf file or Hugging Face folder (default: built-in SmolLM2-135M)\n"
     "  --precision fp32|half     working precision (default fp32; half = bf16 on CPU)\n"
     "  --device cpu|cuda         (default cpu)\n"
+    "LoRA (PEFT adapter folder; merged when every question uses it alike, else per question):\n"
+    "  --lora PATH|demo          adapter for every question (demo: the built-in capitals adapter)\n"
+    "  --lora-scale S            multiplier of alpha/r, 0 to 2 (default 1)\n"
     "questions:\n"
     "  --file FILE               questions.json (array of strings or objects) or .jsonl (one per line);\n"
     "                            an object is {\"question\": ..., and optionally \"temperature\", \"top_p\",\n"
-    "                            \"top_k\", \"min_p\", \"repetition_penalty\", \"max_new_tokens\", \"seed\", \"stop\"}\n"
+    "                            \"top_k\", \"min_p\", \"repetition_penalty\", \"max_new_tokens\", \"seed\", \"stop\",\n"
+    "                            \"lora\": true|false, \"lora_scale\"} (LoRA without --lora: the demo adapter)\n"
     "prompt:\n"
     "  --system TEXT             system message for every question\n"
     "  --shared-context TEXT|@FILE  text every question sees, computed once\n"
@@ -106,6 +110,9 @@ struct Options {
     std::vector<std::string> questions;
     // Per-question settings from --file (same length as questions when a file was read).
     std::vector<std::optional<kev::SamplingSettings>> per_question;
+    std::optional<std::string> lora;  // --lora
+    float lora_scale = 1.0f;
+    std::vector<std::optional<kev::LoraUse>> per_question_lora;  // "lora"/"lora_scale" in --file
     std::optional<std::string> text;  // tokenize --text
     std::string file;
 };
@@ -145,15 +152,19 @@ void add_question(Options& o, const nlohmann::json& item, const std::string& whe
     if (item.is_string()) {
         o.questions.push_back(item.get<std::string>());
         o.per_question.emplace_back(std::nullopt);
+        o.per_question_lora.emplace_back(std::nullopt);
         return;
     }
     if (!item.is_object() || !item.contains("question") || !item["question"].is_string()) {
         throw UsageError{where + ": expected a string or an object with a \"question\" string"};
     }
     kev::SamplingSettings s = o.sampling;
+    std::optional<kev::LoraUse> lora;
     try {
         for (const auto& [key, v] : item.items()) {
             if (key == "question") continue;
+            else if (key == "lora") lora = kev::LoraUse{v.get<bool>(), lora ? lora->scale : o.lora_scale};
+            else if (key == "lora_scale") lora = kev::LoraUse{lora ? lora->enabled : true, v.get<float>()};
             else if (key == "temperature") s.temperature = v.get<float>();
             else if (key == "top_p") s.top_p = v.get<float>();
             else if (key == "top_k") s.top_k = v.get<std::int32_t>();
@@ -166,6 +177,7 @@ void add_question(Options& o, const nlohmann::json& item, const std::string& whe
             else throw UsageError{where + ": unknown setting \"" + key + "\""};
         }
         s.validate();
+        if (lora) lora->validate();
     } catch (const nlohmann::json::exception&) {
         throw UsageError{where + ": a setting has the wrong type"};
     } catch (const kev::Error& e) {
@@ -173,6 +185,7 @@ void add_question(Options& o, const nlohmann::json& item, const std::string& whe
     }
     o.questions.push_back(item["question"].get<std::string>());
     o.per_question.emplace_back(s);
+    o.per_question_lora.push_back(lora);
 }
 
 void read_question_file(Options& o) {
@@ -180,6 +193,7 @@ void read_question_file(Options& o) {
     if (!in) throw UsageError{"cannot read " + o.file};
     // Questions given on the command line keep their place, without overrides.
     o.per_question.assign(o.questions.size(), std::nullopt);
+    o.per_question_lora.assign(o.questions.size(), std::nullopt);
     const bool jsonl = o.file.size() > 6 && o.file.compare(o.file.size() - 6, 6, ".jsonl") == 0;
     try {
         if (jsonl) {
@@ -225,6 +239,10 @@ Options parse(int argc, char** argv) {
             if (d == "cpu") o.load.device = kev::Device::Cpu;
             else if (d == "cuda") o.load.device = kev::Device::Cuda;
             else throw UsageError{"--device must be cpu or cuda, got '" + d + "'"};
+        } else if (a == "--lora") {
+            o.lora = value();
+        } else if (a == "--lora-scale") {
+            o.lora_scale = static_cast<float>(parse_number(a, value()));
         } else if (a == "--system") {
             o.system = value();
         } else if (a == "--shared-context") {
@@ -274,6 +292,7 @@ Options parse(int argc, char** argv) {
     }
     try {
         o.sampling.validate();
+        kev::LoraUse{true, o.lora_scale}.validate();
     } catch (const kev::Error& e) {
         throw UsageError{e.what()};
     }
@@ -298,6 +317,12 @@ int tokenize(const Options& o) {
     return 0;
 }
 
+// A question's LoRA use: --lora for all, a file entry's "lora"/"lora_scale" over it.
+kev::LoraUse card_lora(const Options& o, std::size_t index) {
+    if (index < o.per_question_lora.size() && o.per_question_lora[index]) return *o.per_question_lora[index];
+    return {o.lora.has_value(), o.lora_scale};
+}
+
 kev::GenerationRequest make_request(const Options& o, const std::vector<std::string>& questions,
                                     std::size_t first_index) {
     kev::GenerationRequest r;
@@ -308,6 +333,7 @@ kev::GenerationRequest make_request(const Options& o, const std::vector<std::str
         kev::CardRequest card{questions[q], o.sampling};
         if (o.sampling.seed) card.sampling.seed = *o.sampling.seed + index;
         if (index < o.per_question.size() && o.per_question[index]) card.sampling = *o.per_question[index];
+        card.lora = card_lora(o, index);
         r.cards.push_back(std::move(card));
     }
     return r;
@@ -345,6 +371,9 @@ kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const st
     };
     kev::GenerationResult result = gen.run(pack, run);
     if (progress && !one) std::fprintf(stderr, "\r\033[K");
+    if (s.lora() && !o.json) {
+        std::fprintf(stderr, "LoRA %s: %s\n", s.lora()->path.c_str(), kev::to_string(result.lora_mode));
+    }
     g_cancel = nullptr;
     return result;
 }
@@ -387,16 +416,35 @@ int answer(const Options& o) {
     }
     const auto session = kev::Session::open(o.model, session_options);
     if (!session->chat()) throw kev::Error(kev::ErrorCode::Unsupported, session->chat_error());
+    bool wants_lora = o.lora.has_value();
+    for (const auto& l : o.per_question_lora) wants_lora = wants_lora || (l && l->enabled);
+    const std::string lora_path = !o.lora || *o.lora == "demo" ? kev::demo_adapter_path() : *o.lora;
+    if (wants_lora) {
+        try {
+            session->load_lora(lora_path);
+        } catch (const kev::Error& e) {
+            // An adapter that does not fit the model is an adapter error (exit 1), not a
+            // usage error, whatever code the engine gave it.
+            if (e.code() == kev::ErrorCode::OutOfMemory) throw;
+            throw kev::Error(kev::ErrorCode::Format, e.what());
+        }
+    }
     const bool stream = !o.json && !o.jsonl;
 
     std::vector<kev::CardResult> results;
     double total_s = 0.0;
+    std::string lora_mode;  // as the run(s) applied it; "merged, off" when sequential runs differ
+    auto note_mode = [&](kev::LoraMode m) {
+        const std::string name = kev::to_string(m);
+        if (lora_mode.find(name) == std::string::npos) lora_mode += (lora_mode.empty() ? "" : ", ") + name;
+    };
     if (o.sequential) {
         for (std::size_t q = 0; q < o.questions.size() && !g_interrupted; ++q) {
             if (stream && o.questions.size() > 1) std::printf("--- [%zu] %s\n", q + 1, o.questions[q].c_str());
             auto r = run_pack(*session, o, {o.questions[q]}, q, stream);
             if (stream) std::printf("\n");
             total_s += r.total_s;
+            note_mode(r.lora_mode);
             results.push_back(std::move(r.cards[0]));
         }
     } else {
@@ -405,6 +453,7 @@ int answer(const Options& o) {
             live = std::make_unique<kevcli::LiveView>(stdout, o.questions, 0);
         auto r = run_pack(*session, o, o.questions, 0, stream && o.questions.size() == 1, live.get());
         total_s = r.total_s;
+        note_mode(r.lora_mode);
         results = std::move(r.cards);
         if (live) {
             live->finish(results);
@@ -419,6 +468,7 @@ int answer(const Options& o) {
 
     int code = g_interrupted ? kExitInterrupted : 0;
     nlohmann::json out = {{"model", o.model}, {"packed", !o.sequential}, {"total_s", total_s}};
+    if (wants_lora) out["lora"] = {{"adapter", lora_path}, {"mode", lora_mode}};
     if (o.verify && !g_interrupted) {
         nlohmann::json diffs = nlohmann::json::array();
         for (std::size_t q = 0; q < o.questions.size(); ++q) {
@@ -440,7 +490,11 @@ int answer(const Options& o) {
     }
     if (o.json) {
         nlohmann::json cards = nlohmann::json::array();
-        for (std::size_t q = 0; q < results.size(); ++q) cards.push_back(card_json(o.questions[q], results[q], o.logprobs));
+        for (std::size_t q = 0; q < results.size(); ++q) {
+            cards.push_back(card_json(o.questions[q], results[q], o.logprobs));
+            const kev::LoraUse lora = card_lora(o, q);
+            if (wants_lora) cards.back()["lora"] = {{"on", lora.enabled}, {"scale", lora.scale}};
+        }
         out["cards"] = cards;
         out["interrupted"] = g_interrupted != 0;
         std::printf("%s\n", out.dump(2).c_str());

@@ -58,6 +58,7 @@ private Q_SLOTS:
         QTest::newRow("bad precision") << QStringList{"--precision", "int3", "q"} << "--precision must be";
         QTest::newRow("missing file") << QStringList{"--file", "/nonexistent.json"} << "cannot read /nonexistent.json";
         QTest::newRow("json and jsonl") << QStringList{"--json", "--jsonl", "q"} << "--json and --jsonl exclude each other";
+        QTest::newRow("lora scale out of range") << QStringList{"--lora", "demo", "--lora-scale", "2.5", "q"} << "LoRA scale";
     }
 
     void usageErrorsExitWithTwo() {
@@ -233,6 +234,30 @@ private Q_SLOTS:
         QVERIFY(cards[0].toObject()["tokens"].toArray().size() <= 3);
         QCOMPARE(cards[1].toObject()["seed"].toInteger(), qint64(77));
         QCOMPARE(float(cards[1].toObject()["temperature"].toDouble()), 0.9f);
+    }
+
+    // --lora for every question, "lora": false for one: per card; the mode is reported.
+    void loraPerQuestionFromAFile() {
+        const QString adapter = kevtest::sourceDir() + "/resources/adapters/smollm2-135m-capitals";
+        if (!QFile::exists(adapter + "/adapter_model.safetensors")) QSKIP("demo adapter missing");
+        const QString path = kevtest::workDir() + "/lora-questions.jsonl";
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"question\": \"Name a fruit.\", \"max_new_tokens\": 12}\n"
+                "{\"question\": \"Name a fruit.\", \"max_new_tokens\": 12, \"lora\": false}\n");
+        f.close();
+        const Run r = cli({"--json", "--temperature", "0", "--lora", adapter, "--file", path});
+        QCOMPARE(r.code, 0);
+        const QJsonObject out = json(r);
+        QCOMPARE(out["lora"].toObject()["mode"].toString(), QStringLiteral("per card"));
+        const QJsonArray cards = out["cards"].toArray();
+        QCOMPARE(cards[0].toObject()["lora"].toObject()["on"].toBool(), true);
+        QCOMPARE(cards[1].toObject()["lora"].toObject()["on"].toBool(), false);
+        QVERIFY(cards[0].toObject()["text"].toString() != cards[1].toObject()["text"].toString());
+        // A wrong folder is a clear model error, not a crash.
+        const Run bad = cli({"--lora", kevtest::workDir(), "--max-new-tokens", "2", "q"});
+        QCOMPARE(bad.code, 1);
+        QVERIFY2(bad.err.contains("adapter_config.json"), bad.err.constData());
     }
 
     void tokenizeMatchesTheTokenizer() {

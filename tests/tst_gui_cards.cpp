@@ -54,6 +54,23 @@ private Q_SLOTS:
         }
     }
 
+    // The per-card LoRA override is part of the card and of the workspace file.
+    void cardLoraOverrideRoundTrips() {
+        kevui::CardSettings s;
+        s.question = QStringLiteral("Shout?");
+        QVERIFY(!kevui::settingsFromJson(kevui::toJson(s)).lora);
+        s.lora = false;
+        QCOMPARE(kevui::settingsFromJson(kevui::toJson(s)).lora, std::optional<bool>(false));
+        s.lora = true;
+        QCOMPARE(kevui::settingsFromJson(kevui::toJson(s)).lora, std::optional<bool>(true));
+        kevui::MainWindow w(kNoModel);
+        w.cards().first()->setSettings(s);
+        QCOMPARE(w.cards().first()->settings().lora, std::optional<bool>(true));
+        w.saveWorkspaceNow();
+        kevui::MainWindow again(kNoModel);
+        QCOMPARE(again.cards().first()->settings().lora, std::optional<bool>(true));
+    }
+
     void addDuplicateRemove() {
         kevui::MainWindow w(kNoModel);
         QCOMPARE(w.cards().size(), 3);  // first run: three example cards

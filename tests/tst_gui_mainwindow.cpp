@@ -4,6 +4,7 @@
 #include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QElapsedTimer>
 #include <QProcess>
@@ -89,8 +90,11 @@ private Q_SLOTS:
         QVERIFY(model->item(2)->isEnabled());   // fp32
         auto* lora = w.findChild<QCheckBox*>(QStringLiteral("loraCheck"));
         QVERIFY(lora);
-        QVERIFY(!lora->isEnabled());
-        QVERIFY(lora->toolTip().contains(QStringLiteral("not available yet")));
+        QVERIFY(lora->isEnabled());
+        auto* loraScale = w.findChild<QDoubleSpinBox*>(QStringLiteral("loraScaleSpin"));
+        QVERIFY(loraScale);
+        QCOMPARE(loraScale->maximum(), 2.0);
+        QCOMPARE(w.loraPath(), QString::fromStdString(kev::demo_adapter_path()));
         auto* device = w.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
         QVERIFY(device);
         auto* devices = qobject_cast<QStandardItemModel*>(device->model());

@@ -3,6 +3,7 @@
 // step; an empty question is a message on its card; solo replay matches the packed run;
 // the precision toggle reaches the engine; a malformed model keeps the cards' text.
 #include <QAction>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QPlainTextEdit>
@@ -163,6 +164,47 @@ private Q_SLOTS:
         QVERIFY(done.wait(180000));
         QVERIFY2(card->messageText().contains(QStringLiteral("match the packed run")), qPrintable(card->messageText()));
         QCOMPARE(card->answerText(), packedAnswer);  // the replay does not overwrite the card
+    }
+
+    // The toolbar's LoRA with the demo adapter: a card overriding it off runs beside the
+    // others (per card), all alike merges; a bad adapter folder is a message, cards kept.
+    void loraToolbarAndCardOverride() {
+        kevui::MainWindow& w = *w_;
+        if (!QFile::exists(w.loraPath() + QStringLiteral("/adapter_model.safetensors"))) QSKIP("demo adapter missing");
+        setCards(w, {QStringLiteral("Name a fruit."), QStringLiteral("Name a fruit.")}, 10);
+        for (kevui::QuestionCard* c : w.cards()) {
+            kevui::CardSettings s = c->settings();
+            s.temperature = 0.0;
+            c->setSettings(s);
+        }
+        kevui::CardSettings off = w.cards()[1]->settings();
+        off.lora = false;
+        w.cards()[1]->setSettings(off);
+        auto* lora = w.findChild<QCheckBox*>(QStringLiteral("loraCheck"));
+        QVERIFY(lora);
+        lora->setChecked(true);
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        QCOMPARE(w.loraModeText(), QStringLiteral("LoRA: per card"));
+        const QString on = w.cards()[0]->answerText();
+        QVERIFY2(on == on.toUpper() && on != on.toLower(), qPrintable(on));
+        QVERIFY2(w.cards()[1]->answerText() != w.cards()[1]->answerText().toUpper(), qPrintable(w.cards()[1]->answerText()));
+        off.lora.reset();
+        w.cards()[1]->setSettings(off);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        QCOMPARE(w.loraModeText(), QStringLiteral("LoRA: merged"));
+        QCOMPARE(w.cards()[1]->answerText(), on);  // merged equals per card (greedy)
+
+        const QString good = w.loraPath();
+        w.setLoraPath(kevtest::workDir());
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        QVERIFY2(w.windowMessage().contains(QStringLiteral("adapter_config.json")), qPrintable(w.windowMessage()));
+        QCOMPARE(w.cards()[0]->settings().question, QStringLiteral("Name a fruit."));
+        w.setLoraPath(good);
+        lora->setChecked(false);
     }
 
     void packViewFollowsTheCards() {

@@ -58,7 +58,7 @@ kev::SamplingSettings CardSettings::sampling() const {
 bool CardSettings::operator==(const CardSettings& o) const {
     return question == o.question && temperature == o.temperature && topP == o.topP &&
            topK == o.topK && maxNewTokens == o.maxNewTokens && seed == o.seed &&
-           stopStrings == o.stopStrings;
+           stopStrings == o.stopStrings && lora == o.lora;
 }
 
 QJsonObject toJson(const CardSettings& s) {
@@ -71,6 +71,7 @@ QJsonObject toJson(const CardSettings& s) {
     // A 64-bit seed does not survive a JSON double: stored as a decimal string.
     o[QStringLiteral("seed")] = s.seed ? QJsonValue(QString::number(*s.seed)) : QJsonValue();
     o[QStringLiteral("stop_strings")] = QJsonArray::fromStringList(s.stopStrings);
+    if (s.lora) o[QStringLiteral("lora")] = *s.lora;
     return o;
 }
 
@@ -87,6 +88,7 @@ CardSettings settingsFromJson(const QJsonObject& o) {
     if (seed.isDouble() || ok) s.seed = v;
     for (const QJsonValue& stop : o.value(QStringLiteral("stop_strings")).toArray())
         s.stopStrings.push_back(stop.toString());
+    if (o.value(QStringLiteral("lora")).isBool()) s.lora = o.value(QStringLiteral("lora")).toBool();
     return s;
 }
 

@@ -25,6 +25,7 @@ struct CardSettings {
     int maxNewTokens = 256;
     std::optional<quint64> seed;          // unset: the engine picks one and reports it
     QStringList stopStrings;
+    std::optional<bool> lora;             // LoRA for this card; unset: the toolbar's choice
 
     // The engine's view of the settings (not validated: the engine does that).
     kev::SamplingSettings sampling() const;

@@ -2,6 +2,8 @@
 
 #include <QFileInfo>
 
+#include <algorithm>
+
 #include <exception>
 
 #include "kev/error.h"
@@ -87,6 +89,12 @@ void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const Ca
         Q_EMIT runFailed(id, QStringLiteral("No model is loaded"));
         return;
     }
+    const bool wantsLora = std::any_of(request.cards.begin(), request.cards.end(),
+                                       [](const kev::CardRequest& c) { return c.lora.enabled; });
+    if (wantsLora && !session_->lora() && !loraError_.isEmpty()) {
+        Q_EMIT runFailed(id, QStringLiteral("the LoRA adapter could not be used: %1").arg(loraError_));
+        return;
+    }
     try {
         const kev::Generator generator = session_->generator();
         const kev::PreparedPack pack = generator.prepare(request, kev::temperature_defaults_from_env());
@@ -113,6 +121,20 @@ void EngineWorker::preview(quint64 id, const kev::GenerationRequest& request,
     }
 }
 
+void EngineWorker::setLora(const QString& path) {
+    if (!session_) return;
+    if (session_->lora() && QString::fromStdString(session_->lora()->path) == path) return;
+    try {
+        session_->load_lora(path.toStdString());
+        loraError_.clear();
+    } catch (const std::exception& e) {
+        // Runs that want LoRA now fail with this reason instead of using the old adapter.
+        session_->clear_lora();
+        loraError_ = messageOf(e);
+        Q_EMIT loraFailed(path, loraError_);
+    }
+}
+
 // ---- EngineHost (UI thread) ---------------------------------------------------------
 
 EngineHost::EngineHost(QObject* parent)
@@ -125,6 +147,8 @@ EngineHost::EngineHost(QObject* parent)
     connect(this, &EngineHost::requestLoad, worker_, &EngineWorker::loadModel);
     connect(this, &EngineHost::requestRun, worker_, &EngineWorker::run);
     connect(this, &EngineHost::requestPreview, worker_, &EngineWorker::preview);
+    connect(this, &EngineHost::requestLora, worker_, &EngineWorker::setLora);
+    connect(worker_, &EngineWorker::loraFailed, this, &EngineHost::loraFailed);
 
     connect(worker_, &EngineWorker::loadProgress, this, &EngineHost::loadProgress);
     connect(worker_, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {

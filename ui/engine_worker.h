@@ -39,6 +39,9 @@ public Q_SLOTS:
              const kevui::CancelHandle& cancel, const QVector<int>& cardOfRequest);
     // Tokenization and layout only (cheap): what the pack view draws.
     void preview(quint64 id, const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
+    // Attaches the LoRA adapter folder `path` to the model unless it is attached already
+    // (a reload drops it). Runs after it use it; a failure is kept for their message.
+    void setLora(const QString& path);
 
 Q_SIGNALS:
     void loadProgress(int done, int total);
@@ -50,6 +53,7 @@ Q_SIGNALS:
     void runFailed(kevui::RunId id, const QString& message);
     void previewReady(quint64 id, const kevui::PackPreview& pack);
     void previewFailed(quint64 id, const QString& message);
+    void loraFailed(const QString& path, const QString& message);
 
 private:
     PackPreview makePreview(const kev::PreparedPack& pack, const QVector<int>& cardOfRequest) const;
@@ -57,6 +61,7 @@ private:
     std::unique_ptr<kev::Session> session_;
     ModelInfo info_;
     std::shared_ptr<std::atomic<bool>> loadCancel_;
+    QString loraError_;  // why the last adapter asked for could not be attached
 };
 
 // Owns the worker thread; the window's single entry point to the engine.
@@ -77,6 +82,8 @@ public:
     void cancelCard(int requestCard);
     // Pack view: newer previews replace older ones.
     void preview(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
+    // The LoRA adapter later runs use (queued before them, so they see it).
+    void setLora(const QString& path) { Q_EMIT requestLora(path); }
 
     bool loading() const { return loading_; }
     bool running() const { return current_ != 0; }
@@ -95,6 +102,7 @@ Q_SIGNALS:
     void runFailed(kevui::RunId id, const QString& message);
     void previewReady(const kevui::PackPreview& pack);
     void previewFailed(const QString& message);
+    void loraFailed(const QString& path, const QString& message);
 
     // To the worker (queued).
     void requestLoad(const QString& path, const kevui::LoadSettings& settings);
@@ -102,6 +110,7 @@ Q_SIGNALS:
                     const kevui::CancelHandle& cancel, const QVector<int>& cardOfRequest);
     void requestPreview(quint64 id, const kev::GenerationRequest& request,
                         const QVector<int>& cardOfRequest);
+    void requestLora(const QString& path);
 
 private:
     QThread thread_;

@@ -6,6 +6,7 @@
 #include <QCloseEvent>
 #include <QDateTime>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QDir>
 #include <QFile>
 #include <QFileDialog>
@@ -112,6 +113,12 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
     connect(runs_, &RunController::windowMessage, this, &MainWindow::showWindowMessage);
     connect(runs_, &RunController::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m); });
     connect(runs_, &RunController::answersChanged, this, &MainWindow::scheduleAutosave);
+    connect(runs_, &RunController::loraMode, this, [this](const QString& mode) {
+        loraMode_->setText(mode == QLatin1String("off") ? QString() : QStringLiteral("LoRA: %1").arg(mode));
+    });
+    connect(engine_, &EngineHost::loraFailed, this, [this](const QString& path, const QString& message) {
+        showWindowMessage(QStringLiteral("LoRA adapter %1 cannot be used: %2").arg(path, message), Tone::Error);
+    });
     connect(runs_, &RunController::runDone, this, [this] {
         saveWorkspaceNow();
         updateActions();
@@ -147,6 +154,9 @@ void MainWindow::restoreSettings() {
     if (precision == kPrecisionHalf || precision == kPrecisionF32) precision_->setCurrentIndex(precision);
     const int device = s.value(QLatin1String(kSettingDevice), 0).toInt();
     if (device == 1 && kev::engine_info().cuda_available) device_->setCurrentIndex(1);
+    setLoraPath(s.value(QLatin1String(kSettingLoraPath), QString::fromStdString(kev::demo_adapter_path())).toString());
+    lora_->setChecked(s.value(QLatin1String(kSettingLoraOn), false).toBool());
+    loraScale_->setValue(s.value(QLatin1String(kSettingLoraScale), 1.0).toDouble());
     restoring_ = false;
 }
 
@@ -156,7 +166,17 @@ void MainWindow::writeSettings() {
     s.setValue(QLatin1String(kSettingState), saveState());
     s.setValue(QLatin1String(kSettingPrecision), precision_->currentIndex());
     s.setValue(QLatin1String(kSettingDevice), device_->currentIndex());
+    s.setValue(QLatin1String(kSettingLoraPath), loraPath_);
+    s.setValue(QLatin1String(kSettingLoraOn), lora_->isChecked());
+    s.setValue(QLatin1String(kSettingLoraScale), loraScale_->value());
 }
+
+void MainWindow::setLoraPath(const QString& dir) {
+    loraPath_ = dir;
+    loraPick_->setToolTip(QStringLiteral("LoRA adapter: %1\nClick to choose another PEFT adapter folder").arg(dir));
+}
+
+QString MainWindow::loraModeText() const { return loraMode_->text(); }
 
 void MainWindow::restoreWorkspace() {
     const LoadedWorkspace loaded = loadWorkspace(workspacePath());
@@ -492,6 +512,11 @@ void MainWindow::onLoadFailed(const QString& path, const QString& message) {
 bool MainWindow::isRunning() const { return engine_->running(); }
 
 bool MainWindow::runAll() {
+    // The adapter is attached (on the worker, before the run) only when a card wants it.
+    bool wantsLora = lora_->isChecked();
+    for (QuestionCard* card : cards_) wantsLora = wantsLora || card->settings().lora.value_or(false);
+    if (wantsLora && !runs_->running() && engine_->hasModel()) engine_->setLora(loraPath_);
+    runs_->setLoraDefault(lora_->isChecked(), loraScale_->value());
     const bool started = runs_->runAll(cards_, sharedContext_->toPlainText());
     updateActions();
     return started;

@@ -12,6 +12,7 @@
 
 class QAction;
 class QComboBox;
+class QDoubleSpinBox;
 class QCheckBox;
 class QHBoxLayout;
 class QLabel;
@@ -74,6 +75,11 @@ public:
     bool exportMarkdown(const QString& path);
     bool exportJson(const QString& path);
     void openModel(const QString& path);
+    // LoRA: the adapter folder runs use (default: the demo adapter), and the mode the
+    // last run applied it in ("merged", "per card"; empty when off).
+    QString loraPath() const { return loraPath_; }
+    void setLoraPath(const QString& dir);
+    QString loraModeText() const;
 
 Q_SIGNALS:
     void modelReady();
@@ -124,6 +130,10 @@ private:
     QComboBox* device_ = nullptr;
     QComboBox* precision_ = nullptr;
     QCheckBox* lora_ = nullptr;
+    QDoubleSpinBox* loraScale_ = nullptr;
+    QToolButton* loraPick_ = nullptr;
+    QLabel* loraMode_ = nullptr;
+    QString loraPath_;
     QProgressBar* loadProgress_ = nullptr;
     QToolButton* cancelLoad_ = nullptr;
 

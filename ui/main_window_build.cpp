@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -127,9 +128,30 @@ void MainWindow::buildToolbar() {
 
     lora_ = new QCheckBox(QStringLiteral("LoRA"), bar);
     lora_->setObjectName(QStringLiteral("loraCheck"));
-    lora_->setEnabled(false);
-    lora_->setToolTip(QStringLiteral("LoRA adapters are not available yet: the engine cannot load adapters"));
+    lora_->setToolTip(QStringLiteral("Apply the LoRA adapter to every card (a card's advanced settings can override)"));
     bar->addWidget(lora_);
+    loraScale_ = new QDoubleSpinBox(bar);
+    loraScale_->setObjectName(QStringLiteral("loraScaleSpin"));
+    loraScale_->setRange(0.0, static_cast<double>(kev::kMaxLoraScale));
+    loraScale_->setSingleStep(0.1);
+    loraScale_->setDecimals(2);
+    loraScale_->setValue(1.0);
+    loraScale_->setPrefix(QStringLiteral("× "));
+    loraScale_->setToolTip(QStringLiteral("LoRA scale, times alpha/r (0 to 2)"));
+    bar->addWidget(loraScale_);
+    loraPick_ = new QToolButton(bar);
+    loraPick_->setObjectName(QStringLiteral("loraPickButton"));
+    loraPick_->setText(QStringLiteral("Adapter…"));
+    connect(loraPick_, &QToolButton::clicked, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, QStringLiteral("LoRA adapter folder (PEFT)"), loraPath_);
+        if (!dir.isEmpty()) setLoraPath(dir);
+    });
+    bar->addWidget(loraPick_);
+    loraMode_ = new QLabel(bar);
+    loraMode_->setObjectName(QStringLiteral("loraModeLabel"));
+    loraMode_->setToolTip(QStringLiteral("How the last run applied LoRA: merged into the weights (every card alike) "
+                                         "or per card (LoRA-on and LoRA-off cards in one pack)"));
+    bar->addWidget(loraMode_);
     bar->addSeparator();
     bar->addAction(run_);
     bar->addAction(stop_);

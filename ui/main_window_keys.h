@@ -14,6 +14,9 @@ constexpr const char* kSettingLastModel = "model/last";
 constexpr const char* kSettingRecent = "model/recent";
 constexpr const char* kSettingPrecision = "model/precision";
 constexpr const char* kSettingDevice = "model/device";
+constexpr const char* kSettingLoraPath = "lora/path";
+constexpr const char* kSettingLoraOn = "lora/on";
+constexpr const char* kSettingLoraScale = "lora/scale";
 constexpr const char* kSettingGeometry = "window/geometry";
 constexpr const char* kSettingState = "window/state";
 

@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -135,16 +136,17 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     stops_->setObjectName(QStringLiteral("stopStringsEdit"));
     stops_->setPlaceholderText(QStringLiteral("none"));
     stops_->setToolTip(QStringLiteral("Stop strings, separated by |"));
-    lora_ = new QCheckBox(QStringLiteral("LoRA adapter"), advanced_);
-    lora_->setObjectName(QStringLiteral("cardLoraCheck"));
-    lora_->setEnabled(false);
-    lora_->setToolTip(QStringLiteral("Per-card LoRA is not available yet: the engine cannot apply adapters"));
+    lora_ = new QComboBox(advanced_);
+    lora_->setObjectName(QStringLiteral("cardLoraCombo"));
+    lora_->addItems({QStringLiteral("as the toolbar"), QStringLiteral("on"), QStringLiteral("off")});
+    lora_->setToolTip(QStringLiteral("LoRA adapter for this card. Cards that differ run side by side in one pack "
+                                     "(per card); when all agree the adapter is merged into the weights."));
     form->addRow(QStringLiteral("Top-p"), topP_);
     form->addRow(QStringLiteral("Top-k"), topK_);
     form->addRow(QStringLiteral("Max new tokens"), maxNewTokens_);
     form->addRow(QStringLiteral("Seed"), seed_);
     form->addRow(QStringLiteral("Stop strings"), stops_);
-    form->addRow(QString(), lora_);
+    form->addRow(QStringLiteral("LoRA"), lora_);
     advanced_->setVisible(false);
     layout->addWidget(advanced_);
     connect(advancedToggle_, &QToolButton::toggled, this, [this](bool on) {
@@ -157,6 +159,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     connect(maxNewTokens_, qOverload<int>(&QSpinBox::valueChanged), this, emitChanged);
     connect(seed_, &QLineEdit::textChanged, this, emitChanged);
     connect(stops_, &QLineEdit::textChanged, this, emitChanged);
+    connect(lora_, qOverload<int>(&QComboBox::currentIndexChanged), this, emitChanged);
 
     message_ = new QLabel(this);
     message_->setObjectName(QStringLiteral("cardMessage"));
@@ -220,6 +223,7 @@ CardSettings QuestionCard::settings() const {
     const quint64 seed = seed_->text().toULongLong(&ok);
     if (ok) s.seed = seed;
     for (const QString& stop : stops_->text().split(kStopSeparator, Qt::SkipEmptyParts)) s.stopStrings.push_back(stop);
+    if (lora_->currentIndex() > 0) s.lora = lora_->currentIndex() == 1;
     return s;
 }
 
@@ -231,6 +235,7 @@ void QuestionCard::setSettings(const CardSettings& s) {
     maxNewTokens_->setValue(s.maxNewTokens);
     seed_->setText(s.seed ? QString::number(*s.seed) : QString());
     stops_->setText(s.stopStrings.join(kStopSeparator));
+    lora_->setCurrentIndex(s.lora ? (*s.lora ? 1 : 2) : 0);
 }
 
 void QuestionCard::setState(const CardState& state) {

@@ -7,6 +7,7 @@
 #include "card_state.h"
 
 class QCheckBox;
+class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -79,7 +80,7 @@ private:
     QSpinBox* maxNewTokens_ = nullptr;
     QLineEdit* seed_ = nullptr;
     QLineEdit* stops_ = nullptr;
-    QCheckBox* lora_ = nullptr;
+    QComboBox* lora_ = nullptr;  // as the toolbar / on / off
     QLabel* message_ = nullptr;
     QPlainTextEdit* answerView_ = nullptr;
     QLabel* footer_ = nullptr;

@@ -38,6 +38,10 @@ RunController::RunController(EngineHost* engine, GaugePanel* gauges, PackView* p
 
 bool RunController::running() const { return engine_->running(); }
 
+kev::LoraUse RunController::loraFor(const CardSettings& s) const {
+    return {s.lora.value_or(loraOn_), static_cast<float>(loraScale_)};
+}
+
 bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sharedContext) {
     if (running()) return false;
     if (!engine_->hasModel() || engine_->loading()) {
@@ -59,9 +63,10 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
             ++problems;
             continue;
         }
-        kev::CardRequest c{s.question.toStdString(), s.sampling()};
+        kev::CardRequest c{s.question.toStdString(), s.sampling(), loraFor(s)};
         try {
             c.sampling.validate();
+            c.lora.validate();
         } catch (const kev::Error& e) {
             card->showMessage(QStringLiteral("Invalid setting: %1").arg(QString::fromStdString(e.what())));
             ++problems;
@@ -100,7 +105,7 @@ bool RunController::replay(QuestionCard* card, int cardIndex, const QString& sha
     s.seed = packed.seedUsed;
     kev::GenerationRequest request;
     request.shared_context = sharedContext.toStdString();
-    request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling()});
+    request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling(), loraFor(s)});
     // Stop where the packed run stopped, so both answers have the same length to compare.
     request.cards.back().sampling.max_new_tokens = std::max<qsizetype>(1, packed.tokens.size());
     kind_ = Kind::Replay;
@@ -124,6 +129,7 @@ void RunController::onRunStarted(RunId, const PackPreview& pack) {
 }
 
 void RunController::onStep(RunId, const kev::StepEvent& event) {
+    if (event.step == 0) Q_EMIT loraMode(QString::fromLatin1(kev::to_string(event.lora_mode)));
     if (kind_ == Kind::Replay) return;  // the card keeps showing its packed answer
     QVector<QPair<int, double>> rates;
     for (const kev::CardUpdate& u : event.updates) {

@@ -31,12 +31,16 @@ public:
     void stop();
     void stopCard(QuestionCard* card);  // also when the card is being removed
     bool running() const;
+    // The toolbar's LoRA choice for cards that do not set their own.
+    void setLoraDefault(bool on, double scale) { loraOn_ = on, loraScale_ = scale; }
+    kev::LoraUse loraFor(const CardSettings& s) const;
 
 Q_SIGNALS:
     void windowMessage(const QString& text, kevui::Tone tone);
     void statusMessage(const QString& text);
     void answersChanged();  // text streamed in: time for an autosave
     void runDone();         // results (or the failure) reached the cards
+    void loraMode(const QString& mode);  // how the run applies LoRA ("merged", "per card", "off")
 
 private:
     void onRunStarted(RunId id, const PackPreview& pack);
@@ -54,6 +58,8 @@ private:
     // Request card i answers into cards_[i]; a card removed mid-run becomes null.
     QVector<QPointer<QuestionCard>> cards_;
     QVector<int> rowOfCard_;  // request card -> its place in the row (gauge colours)
+    bool loraOn_ = false;
+    double loraScale_ = 1.0;
 };
 
 }  // namespace kevui

@@ -39,6 +39,11 @@ std::string builtin_model_path() {
     return KEV_BUILTIN_MODEL_PATH;
 }
 
+std::string demo_adapter_path() {
+    if (const char* env = std::getenv("KEV_DEMO_ADAPTER"); env && *env) return env;
+    return KEV_DEMO_ADAPTER_PATH;
+}
+
 const char* to_string(Device device) {
     switch (device) {
         case Device::Cpu: return "cpu";

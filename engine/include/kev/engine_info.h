@@ -32,6 +32,10 @@ std::optional<DeviceMemory> cuda_memory();
 // The environment variable KEV_BUILTIN_MODEL overrides the configured location.
 std::string builtin_model_path();
 
+// The demo LoRA adapter for the built-in model (resources/adapters/smollm2-135m-capitals:
+// answers in capital letters). The environment variable KEV_DEMO_ADAPTER overrides it.
+std::string demo_adapter_path();
+
 const char* to_string(Device device);
 
 }  // namespace kev

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kev/chat_template.h"
+#include "kev/lora.h"
 #include "kev/pack_plan.h"
 #include "kev/planner.h"
 #include "kev/sampling.h"
@@ -32,6 +33,7 @@ class Model;
 struct CardRequest {
     std::string question;       // what the user typed (must not be blank)
     SamplingSettings sampling;  // temperature unset: KEV_TEMPERATURE's default, else greedy
+    LoraUse lora = {};          // the model's attached adapter for this card (off by default)
 };
 
 struct GenerationRequest {
@@ -51,6 +53,7 @@ struct GenerationRequest {
 struct TokenCard {
     std::vector<TokenId> prompt;
     SamplingSettings sampling;
+    LoraUse lora = {};
 };
 
 struct CardStats {
@@ -76,6 +79,7 @@ struct StepEvent {
     double step_s = 0.0;                 // this step: forward + sampling
     double elapsed_s = 0.0;              // since the start of the run
     double aggregate_tokens_per_s = 0.0; // generated tokens of all cards / decode time
+    LoraMode lora_mode = LoraMode::Off;  // how this run applies the LoRA adapter
     std::vector<CardUpdate> updates;
 };
 
@@ -100,6 +104,7 @@ struct GenerationResult {
     std::int64_t cache_bytes = 0;
     double prefill_s = 0.0;
     double total_s = 0.0;
+    LoraMode lora_mode = LoraMode::Off;  // how the run applied the LoRA adapter
 };
 
 // Cancellation requests, set from any thread, read between steps.
@@ -122,6 +127,7 @@ struct PreparedPack {
     PackPlan plan;
     std::vector<std::string> prompts;      // each card's whole prompt text (shared part included)
     std::vector<SamplingSettings> sampling;  // temperatures resolved
+    std::vector<LoraUse> lora;               // per card
 };
 
 struct RunOptions {
@@ -142,6 +148,10 @@ public:
     // `tokenizer` may be null for token-level use (no text, no stop strings). Both must
     // outlive the generator.
     Generator(const Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat);
+    // The same, allowed to merge the model's LoRA adapter into its weights (and to undo
+    // that) when a run's cards all want it at one scale. A generator over a const model
+    // always applies LoRA per row.
+    Generator(Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat);
 
     // Chat-formats and tokenizes the cards and lays out the pack; resolves temperatures
     // from `defaults` (KEV_TEMPERATURE) where a card has none. Throws InvalidArgument
@@ -153,7 +163,14 @@ public:
                                 const std::vector<TokenId>& shared_context,
                                 const TemperatureDefaults& defaults = {}) const;
 
-    // Runs a prepared pack to the end (every card finished or cancelled).
+    // How run() will apply LoRA to this pack: Off when no card wants it; Merged when every
+    // card wants it at one scale, no target weight is 4-bit and this generator may change
+    // the model; PerCard otherwise (one pack, LoRA-on and LoRA-off rows side by side).
+    LoraMode lora_mode(const PreparedPack& pack) const;
+
+    // Runs a prepared pack to the end (every card finished or cancelled). Merges or
+    // unmerges the model's adapter first as lora_mode() says (the merge is left in place
+    // for the next run that wants it; unmerging restores the original weights exactly).
     GenerationResult run(const PreparedPack& pack, const RunOptions& options = {}) const;
 
     // The PackLimits this model imposes: context length, vocabulary, and the memory a run
@@ -166,6 +183,7 @@ public:
 
 private:
     const Model& model_;
+    Model* mutable_model_ = nullptr;  // set when merging is allowed
     const Tokenizer* tokenizer_;
     std::optional<ChatTemplate> chat_;
     std::int64_t memory_budget_ = 0;

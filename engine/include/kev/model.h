@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 
 #include "kev/config.h"
 #include "kev/kv_cache.h"
+#include "kev/lora.h"
 #include "kev/weights.h"
 
 namespace kev {
@@ -39,6 +41,10 @@ struct ForwardBatch {
     };
     std::vector<RowRead> reads;             // [S] or empty (then `mask` is used)
     std::vector<std::int64_t> output_rows;  // rows whose logits are returned, in this order
+    // Optional, the unmerged LoRA path: row r adds lora_scales[r] x alpha/r times the
+    // attached adapter's update (0 = the base model for that row). Empty = no LoRA rows.
+    // Needs an attached, unmerged adapter; values in [0, kMaxLoraScale].
+    std::vector<float> lora_scales;         // [S] or empty
 };
 
 // Slot owner marks for build_attention_mask.
@@ -89,12 +95,33 @@ public:
     // validation error (InvalidArgument) the cache is unchanged.
     at::Tensor forward(const ForwardBatch& batch, KvCache& cache) const;
 
+    // --- LoRA (kev/lora.h; defined in lora/lora_model.cpp) ---
+    // Attaches an adapter loaded for this model (load_lora_adapter), replacing any
+    // other; null detaches. Unmerges first. The base weights are not changed.
+    void attach_lora(std::shared_ptr<const LoraAdapter> adapter);
+    const std::shared_ptr<const LoraAdapter>& lora() const { return lora_; }
+    // True when an adapter is attached and none of its target layers is 4-bit.
+    bool lora_mergeable() const;
+    // Merges the attached adapter at `scale` x alpha/r: W' = W + s B A in fp32, cast to
+    // the working dtype. The original tensors are kept for unmerge_lora(). Throws
+    // InvalidArgument (no adapter, scale out of range), Unsupported (4-bit targets);
+    // the weights are unchanged then.
+    void merge_lora(float scale);
+    // Puts the original weight tensors back (the same tensors: bit-exact). No-op when
+    // nothing is merged.
+    void unmerge_lora();
+    // The scale merged into the weights, or empty.
+    std::optional<float> merged_lora_scale() const { return merged_scale_; }
+
 private:
     ModelConfig config_;
     ModelWeights weights_;
     Device device_;
     DType dtype_;
     at::Tensor inv_freq_;  // [D/2] fp32, RoPE inverse frequencies after scaling
+    std::shared_ptr<const LoraAdapter> lora_;
+    std::optional<float> merged_scale_;
+    std::vector<at::Tensor> unmerged_weights_;  // originals of merged Linears, in layer order
 };
 
 }  // namespace kev

@@ -9,6 +9,7 @@
 
 #include "kev/chat_template.h"
 #include "kev/generator.h"
+#include "kev/lora.h"
 #include "kev/model.h"
 #include "kev/tokenizer.h"
 
@@ -34,6 +35,13 @@ public:
     const std::string& chat_error() const { return chat_error_; }
     Generator generator() const { return Generator(*model_, tokenizer_.get(), chat_); }
     double load_seconds() const { return load_s_; }
+
+    // LoRA: loads a PEFT adapter folder, checked against this model, and attaches it
+    // (replacing any other). On failure (kev::Error) the model and the attached adapter
+    // are unchanged. Cards then choose it with CardRequest::lora.
+    void load_lora(const std::string& dir);
+    void clear_lora();
+    const LoraAdapter* lora() const { return model_->lora().get(); }
 
 private:
     std::string path_;

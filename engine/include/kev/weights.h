@@ -37,6 +37,13 @@ DType parse_dtype(const std::string& name);
 void check_device_dtype(Device device, DType dtype);
 
 struct QuantMatrix;  // a weight held in 4-bit blocks (kev/quant.h)
+struct LoraFactors;  // a LoRA adapter's low-rank update (kev/lora.h)
+
+// Per-row LoRA context of one forward: row r adds scale[r] * (x A^T) B^T to its output.
+struct LoraRows {
+    at::Tensor scale;  // [S, 1] in the activations' dtype and device; undefined = no LoRA rows
+    bool active() const { return scale.defined(); }
+};
 
 // One linear layer: y = x W^T (+ b). The single concept the decoder multiplies by;
 // 4-bit and LoRA variants extend this struct, not the decoder.
@@ -44,8 +51,12 @@ struct Linear {
     at::Tensor weight;  // [out, in]; undefined when `quant` holds the weight
     at::Tensor bias;    // [out] or undefined
     std::shared_ptr<const QuantMatrix> quant;  // 4-bit blocks, or null for a dense weight
+    std::shared_ptr<const LoraFactors> lora;   // an attached adapter's update, or null
     bool quantized() const { return quant != nullptr; }
     at::Tensor operator()(const at::Tensor& x) const;
+    // The same plus, when `rows` is active and an adapter is attached, each row's scaled
+    // low-rank update (the unmerged LoRA path; lora/lora_linear.cpp).
+    at::Tensor operator()(const at::Tensor& x, const LoraRows& rows) const;
 };
 
 struct LayerWeights {

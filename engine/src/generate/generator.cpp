@@ -60,6 +60,9 @@ bool CancelFlags::card(std::size_t card) const {
 Generator::Generator(const Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat)
     : model_(model), tokenizer_(tokenizer), chat_(std::move(chat)) {}
 
+Generator::Generator(Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat)
+    : model_(model), mutable_model_(&model), tokenizer_(tokenizer), chat_(std::move(chat)) {}
+
 namespace {
 
 // MemAvailable from /proc/meminfo, in bytes; 0 when it cannot be read.
@@ -133,7 +136,7 @@ PreparedPack Generator::prepare(const GenerationRequest& request, const Temperat
     for (std::size_t c = 0; c < prompts.size(); ++c) {
         cards.push_back({std::vector<TokenId>(prompts[c].begin() + static_cast<std::ptrdiff_t>(shared.size()),
                                               prompts[c].end()),
-                         request.cards[c].sampling});
+                         request.cards[c].sampling, request.cards[c].lora});
     }
     PreparedPack pack = prepare_tokens(cards, shared, defaults);
     pack.prompts = std::move(texts);
@@ -145,17 +148,36 @@ PreparedPack Generator::prepare_tokens(const std::vector<TokenCard>& cards, cons
     PreparedPack pack;
     for (const TokenCard& c : cards) pack.sampling.push_back(c.sampling);
     resolve_temperatures(pack.sampling, defaults);
+    // The shared context's keys and values depend on the adapter: cards that differ in
+    // LoRA cannot share them, so each then carries the shared tokens in its own prompt.
+    bool same_lora = true;
+    for (const TokenCard& c : cards) same_lora = same_lora && c.lora == cards.front().lora;
+    const bool fold_shared = !same_lora && !shared_context.empty();
     std::vector<CardPrompt> prompts;
     for (std::size_t c = 0; c < cards.size(); ++c) {
         try {
             pack.sampling[c].validate();
+            cards[c].lora.validate();
+            if (cards[c].lora.enabled && !model_.lora())
+                throw Error(ErrorCode::InvalidArgument, "LoRA is on but no adapter is loaded");
         } catch (const Error& e) {
             throw Error(e.code(), "card " + std::to_string(c + 1) + ": " + e.what());
         }
-        prompts.push_back({cards[c].prompt, pack.sampling[c].max_new_tokens});
+        pack.lora.push_back(cards[c].lora);
+        std::vector<TokenId> prompt = cards[c].prompt;
+        if (fold_shared) prompt.insert(prompt.begin(), shared_context.begin(), shared_context.end());
+        prompts.push_back({std::move(prompt), pack.sampling[c].max_new_tokens});
     }
-    pack.plan = build_pack_plan(prompts, shared_context, limits());
+    pack.plan = build_pack_plan(prompts, fold_shared ? std::vector<TokenId>{} : shared_context, limits());
     return pack;
+}
+
+LoraMode Generator::lora_mode(const PreparedPack& pack) const {
+    const bool any = std::any_of(pack.lora.begin(), pack.lora.end(), [](const LoraUse& u) { return u.enabled; });
+    if (!any) return LoraMode::Off;
+    const bool uniform = std::all_of(pack.lora.begin(), pack.lora.end(),
+                                     [&](const LoraUse& u) { return u == pack.lora.front(); });
+    return uniform && mutable_model_ && model_.lora_mergeable() ? LoraMode::Merged : LoraMode::PerCard;
 }
 
 GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& options) const {
@@ -163,6 +185,21 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
     const PackPlan& plan = pack.plan;
     const std::int32_t n_cards = plan.cards();
     const std::int64_t vocab = model_.config().vocab_size;
+    if (!pack.lora.empty() && static_cast<std::int32_t>(pack.lora.size()) != n_cards)
+        throw Error(ErrorCode::InvalidArgument, "the pack's LoRA settings do not match its cards");
+
+    // LoRA: merge for a uniform run, otherwise the base weights plus per-row updates.
+    const LoraMode lora_mode = this->lora_mode(pack);
+    if (mutable_model_) {
+        if (lora_mode == LoraMode::Merged) mutable_model_->merge_lora(pack.lora.front().scale);
+        else mutable_model_->unmerge_lora();
+    } else if (model_.merged_lora_scale()) {
+        throw Error(ErrorCode::InvalidArgument, "the model has a LoRA adapter merged in; run with a generator that may unmerge it");
+    }
+    auto row_lora = [&](std::int32_t card) {
+        const LoraUse& u = pack.lora[static_cast<std::size_t>(card)];
+        return u.enabled ? u.scale : 0.0f;
+    };
 
     const std::vector<TokenId> eos = end_ids(model_, tokenizer_);
     const std::int64_t sampled_vocab = tokenizer_ ? std::min<std::int64_t>(vocab, tokenizer_->vocab_size()) : vocab;
@@ -208,6 +245,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         event.step = step.index;
         event.kind = step.kind;
         event.active_cards = static_cast<std::int32_t>(step.rows.size());
+        event.lora_mode = lora_mode;
 
         std::vector<SampleResult> samples;
         if (!step.rows.empty()) {
@@ -229,6 +267,10 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                             batch.reads[static_cast<std::size_t>(r)] = {shared_end, seg.slot_begin, plan.slots[r] + 1};
                     }
                 }
+                if (lora_mode == LoraMode::PerCard) {
+                    // Shared rows exist only when every card has the same LoRA use.
+                    for (std::int32_t seg : plan.segments) batch.lora_scales.push_back(row_lora(seg < 0 ? 0 : seg));
+                }
             } else {
                 // Each card reads only the shared context and its own region (not the
                 // whole pack): the forward gathers exactly those slots.
@@ -237,6 +279,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                     batch.positions.push_back(row.position);
                     batch.slots.push_back(row.slot);
                     batch.reads.push_back({step.shared_length, row.read_begin, row.slot + 1});
+                    if (lora_mode == LoraMode::PerCard) batch.lora_scales.push_back(row_lora(row.card));
                 }
                 batch.kv_len = step.kv_len;
                 if (options.dense_mask) {  // the reference path (tests, benchmarks)
@@ -339,6 +382,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         if (options.on_step) options.on_step(event);
     }
     result.total_s = seconds_since(t_start);
+    result.lora_mode = lora_mode;
     return result;
 }
 

@@ -56,4 +56,8 @@ std::unique_ptr<Session> Session::open(const std::string& path, const SessionOpt
     return s;
 }
 
+void Session::load_lora(const std::string& dir) { model_->attach_lora(load_lora_adapter(dir, *model_)); }
+
+void Session::clear_lora() { model_->attach_lora(nullptr); }
+
 }  // namespace kev

@@ -1,5 +1,6 @@
 #include "kev/model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
@@ -151,6 +152,14 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     }
     for (std::int64_t r : b.output_rows)
         if (r < 0 || r >= S) bad_batch("output row " + std::to_string(r) + " is outside the batch");
+    if (!b.lora_scales.empty()) {
+        if (static_cast<std::int64_t>(b.lora_scales.size()) != S)
+            bad_batch("lora_scales has " + std::to_string(b.lora_scales.size()) + " entries, expected one per row");
+        if (!lora_) bad_batch("lora_scales given but no LoRA adapter is attached");
+        if (merged_scale_) bad_batch("lora_scales given while the adapter is merged into the weights");
+        for (float v : b.lora_scales)
+            if (!(v >= 0.0f && v <= kMaxLoraScale)) bad_batch("a LoRA scale is outside [0, 2]");
+    }
 
     c10::InferenceMode inference;
     const at::Device dev = torch_device(device_);
@@ -226,11 +235,18 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     const at::Tensor cos = emb.cos().to(dt).unsqueeze(1);                                        // [S, 1, D]
     const at::Tensor sin = emb.sin().to(dt).unsqueeze(1);                                        // [S, 1, D]
 
+    // Unmerged LoRA: each row's scale x alpha/r, [S, 1]; inactive when no row uses it.
+    LoraRows lora;
+    if (std::any_of(b.lora_scales.begin(), b.lora_scales.end(), [](float v) { return v != 0.0f; })) {
+        lora.scale = (at::from_blob(const_cast<float*>(b.lora_scales.data()), {S, 1}, at::kFloat) *
+                      lora_->config.scaling()).to(dev, dt);
+    }
+
     at::Tensor x = at::embedding(weights_.embed, tokens);  // [S, hidden]
     for (std::int64_t l = 0; l < c.num_layers; ++l) {
         const LayerWeights& w = weights_.layers[l];
         at::Tensor h = rms_norm(x, w.attn_norm, c.rms_norm_eps);
-        const at::Tensor qkv = w.qkv(h);                      // [S, qs + 2 kvs]
+        const at::Tensor qkv = w.qkv(h, lora);                // [S, qs + 2 kvs]
         at::Tensor q = qkv.narrow(1, 0, qs).view({S, H, D});  // [S, H, D]
         at::Tensor k = qkv.narrow(1, qs, kvs).view({S, KVH, D});
         const at::Tensor v = qkv.narrow(1, qs + kvs, kvs).view({S, KVH, D});
@@ -278,11 +294,11 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
                                                  /*enable_gqa=*/true);  // [S, H, 1, D]
             a = a.reshape({S, qs});
         }
-        x = x + w.o(a);
+        x = x + w.o(a, lora);
 
         h = rms_norm(x, w.mlp_norm, c.rms_norm_eps);
-        const at::Tensor gu = w.gate_up(h);  // [S, 2 I]
-        x = x + w.down(at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I));
+        const at::Tensor gu = w.gate_up(h, lora);  // [S, 2 I]
+        x = x + w.down(at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I), lora);
     }
     if (b.output_rows.empty()) return at::empty({0, c.vocab_size}, at::TensorOptions().dtype(at::kFloat).device(dev));
     x = x.index_select(0, from_vector(b.output_rows, dev));  // [R, hidden]
