@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <iterator>
 #include <sstream>
+#include <map>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -42,7 +43,9 @@ const char* kUsage =
     "\n"
     "model:\n"
     "  --model PATH              .gguf file or Hugging Face folder (default: built-in SmolLM2-135M)\n"
-    "  --precision fp32|half     working precision (default fp32; half = bf16 on CPU)\n"
+    "  --precision fp32|half|4bit|nf4  working precision (default fp32; half = bf16 on CPU; 4bit =\n"
+    "                            4-bit linear layers, GGUF Q4_0/Q4_1 blocks kept, others NF4, bf16\n"
+    "                            activations; nf4 = NF4 for every linear layer)\n"
     "  --device cpu|cuda         (default cpu)\n"
     "questions:\n"
     "  --file FILE               questions.json (array of strings or objects) or .jsonl (one per line);\n"
@@ -204,8 +207,10 @@ Options parse(int argc, char** argv) {
             if (p == "fp32") o.load.dtype = kev::DType::F32;
             else if (p == "half" || p == "bf16") o.load.dtype = kev::DType::BF16;
             else if (p == "fp16") o.load.dtype = kev::DType::F16;
-            else if (p == "4bit") throw UsageError{"--precision 4bit is not available yet in this build"};
-            else throw UsageError{"--precision must be fp32, half or 4bit, got '" + p + "'"};
+            else if (p == "4bit" || p == "nf4") {
+                o.load.dtype = kev::DType::BF16;
+                o.load.quant = p == "4bit" ? kev::WeightQuant::Q4 : kev::WeightQuant::NF4;
+            } else throw UsageError{"--precision must be fp32, half, 4bit or nf4, got '" + p + "'"};
         } else if (a == "--device") {
             const std::string d = value();
             if (d == "cpu") o.load.device = kev::Device::Cpu;
@@ -275,6 +280,11 @@ int info(const Options& o) {
                 gguf->tensors().size(), gguf->metadata().size());
     if (auto arch = gguf->get_string("general.architecture")) std::printf("  architecture %s\n", arch->c_str());
     if (auto name = gguf->get_string("general.name")) std::printf("  name %s\n", name->c_str());
+    std::map<std::string, int> types;  // the file's weight formats (4bit keeps Q4_0/Q4_1 blocks)
+    for (const auto& t : gguf->tensors()) ++types[kev::to_string(t.type)];
+    std::printf("  tensor formats");
+    for (const auto& [type, n] : types) std::printf(" %s x%d", type.c_str(), n);
+    std::printf("\n");
     return 0;
 }
 
