@@ -219,6 +219,15 @@ private Q_SLOTS:
         const at::Tensor y = kev::quant_linear(x, q, bias);
         QCOMPARE(y.sizes().vec(), (std::vector<std::int64_t>{2, 20, rows}));
         QVERIFY(at::allclose(y, ref, 1e-4, 1e-4));
+        // bf16 prefill: tiles dequantized to bf16 (AVX-512) or the generic path.
+        const at::Tensor xb = x.to(at::kBFloat16);
+        at::Tensor refb = at::matmul(xb.to(at::kFloat), w.to(at::kBFloat16).to(at::kFloat).t());
+        if (withBias) refb = refb + bias;
+        const at::Tensor yb = kev::quant_linear(xb, q, bias);
+        QCOMPARE(yb.scalar_type(), at::kBFloat16);
+        const at::Tensor magb = at::matmul(xb.to(at::kFloat).abs(), w.abs().t()) + 1e-3;
+        const double worstb = ((yb.to(at::kFloat) - refb).abs() / magb).max().item<double>();
+        QVERIFY2(worstb <= 1e-2, qPrintable(QString("bf16 prefill: %1").arg(worstb)));
     }
 
     void forward4bitNearFp32_data() {

@@ -116,6 +116,32 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void rows_avx512_f32(
     }
 }
 
+// Rows [o0, o1) dequantized to bf16 [o1 - o0, cols] at dst: the table lookups of
+// rows_avx512, stored instead of multiplied.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c"))) void dequant_rows_bf16(
+    const QuantMatrix& w, std::uint16_t* dst, std::int64_t o0, std::int64_t o1) {
+    const __m512 lut = _mm512_loadu_ps(w.lut.data());
+    const __m256i nibble = _mm256_set1_epi16(0x0f);
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
+    const bool has_min = !w.mins.empty();
+    for (std::int64_t o = o0; o < o1; ++o) {
+        const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
+        std::uint16_t* out = dst + (o - o0) * w.cols;
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[o * bpr + b])));
+            if (has_min) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[o * bpr + b])));
+            const __m512i table = _mm512_broadcast_i64x4((__m256i)_mm512_cvtneps_pbh(t));
+            for (std::int64_t g = 0; g < B; g += 32) {
+                const std::int64_t i = b * B + g;
+                const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2)));
+                const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(c, nibble)),
+                                                       _mm256_srli_epi16(c, 4), 1);
+                _mm512_storeu_si512(out + i, _mm512_permutexvar_epi16(idx, table));
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // AVX2: x in fp32 [M, cols]; 8 rows of x at a time (16 ymm registers in all).
 
@@ -278,15 +304,43 @@ at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Te
     return x_in.scalar_type() == at::kFloat ? y : y.to(x_in.scalar_type());
 }
 
+namespace {
+
+// Prefill with bf16 activations: dequantize tiles of output rows (~1 MB, cache-resident)
+// to bf16 and multiply each with at::linear (oneDNN). Below 16 rows the fused kernel is
+// faster (kev-bench q4kernel: oneDNN re-packs each tile, ~3 ms per 9728x896 matrix). Each block is
+// still read once per call; the whole dense matrix never exists.
+at::Tensor tiled_bf16(const at::Tensor& x, const QuantMatrix& w) {
+    const std::int64_t M = x.size(0), O = w.rows;
+    at::Tensor y = at::empty({M, O}, x.options());  // [M, O]
+    const std::int64_t tile = std::max<std::int64_t>(32, (1 << 20) / (2 * w.cols)) / 16 * 16;
+    at::Tensor scratch = at::empty({tile, w.cols}, x.options());  // [tile, I]
+    auto* sp = reinterpret_cast<std::uint16_t*>(scratch.data_ptr<at::BFloat16>());
+    for (std::int64_t r0 = 0; r0 < O; r0 += tile) {
+        const std::int64_t n = std::min(tile, O - r0);
+        at::parallel_for(0, n, 16, [&](std::int64_t a, std::int64_t b) {
+            dequant_rows_bf16(w, sp + a * w.cols, r0 + a, r0 + b);
+        });
+        y.narrow(1, r0, n).copy_(at::linear(x, scratch.narrow(0, 0, n)));
+    }
+    return y;
+}
+
+}  // namespace
+
 at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias) {
     if (!x.device().is_cpu()) throw Error(ErrorCode::Unsupported, "4-bit weights run on the CPU only");
     // x may carry leading batch dimensions; the kernel sees [M, cols].
     const auto lead = x.sizes().slice(0, x.dim() - 1).vec();
     const at::Tensor x2 = x.reshape({-1, w.cols});  // [M, I]
     const std::int64_t M = x2.size(0);
+    const bool bf16 = x2.scalar_type() == at::kBFloat16 && quant_kernel() == QuantKernel::Avx512;
     at::Tensor y;
     if (M >= 1 && M <= kQuantGemvMaxRows) {
         y = quant_gemv(x2, w, bias, quant_kernel());
+    } else if (bf16) {
+        y = tiled_bf16(x2.contiguous(), w);
+        if (bias.defined()) y.add_(bias.to(y.scalar_type()));
     } else {
         // Prefill: dequantize a chunk of output rows at a time (a few MB), never the whole
         // matrix, and let at::linear do the compute-bound multiply.
