@@ -11,7 +11,9 @@
 //
 // Three paths, chosen at run time: AVX-512 (for half activations: bf16 weights and
 // activations, vdpbf16ps, 32 multiply-adds per instruction with fp32 accumulation; for
-// fp32 activations: fp32 FMAs), AVX2 (fp32, 8 lanes) and scalar. KEV_Q4_KERNEL forces one so the tests can check that they agree.
+// fp32 activations: fp32 FMAs), AVX2 (fp32, 8 lanes) and scalar. KEV_Q4_KERNEL forces
+// one so the tests can check that they agree. With bf16 activations, 9-16 rows use
+// dequantized tiles and oneDNN instead (see kFusedMaxRowsBf16).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -82,6 +84,57 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c"))) void rows_a
         for (int m = 0; m < MB; ++m) y[m * ldy + o] = _mm512_reduce_add_ps(acc[m]);
     }
 }
+
+// Two output rows at a time, up to 8 rows of x: each x vector loaded once for both
+// weight rows (16 accumulators), halving the activation reads that bound M >= 4.
+#define KEV_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
+KEV_AVX512_BF16 inline __m512i block_table(const QuantMatrix& w, __m512 lut, std::int64_t at) {
+    __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[at])));
+    if (!w.mins.empty()) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[at])));
+    return _mm512_broadcast_i64x4((__m256i)_mm512_cvtneps_pbh(t));
+}
+
+KEV_AVX512_BF16 inline __m512bh expand32(const std::uint8_t* codes, __m512i table) {
+    const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+    const __m256i nibble = _mm256_set1_epi16(0x0f);
+    const __m512i idx =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(c, nibble)), _mm256_srli_epi16(c, 4), 1);
+    return (__m512bh)_mm512_permutexvar_epi16(idx, table);
+}
+
+template <int MB>
+KEV_AVX512_BF16 void row_pairs_avx512(const QuantMatrix& w, const std::uint16_t* x, std::int64_t ldx, float* y,
+                                      std::int64_t ldy, std::int64_t o0, std::int64_t o1) {
+    const __m512 lut = _mm512_loadu_ps(w.lut.data());
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block, half = w.cols / 2;
+    std::int64_t o = o0;
+    for (; o + 2 <= o1; o += 2) {
+        __m512 acc0[MB], acc1[MB];
+        for (int m = 0; m < MB; ++m) acc0[m] = acc1[m] = _mm512_setzero_ps();
+        const std::uint8_t* c0 = w.codes.data() + o * half;
+        const std::uint8_t* c1 = c0 + half;
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            const __m512i t0 = block_table(w, lut, o * bpr + b);
+            const __m512i t1 = block_table(w, lut, (o + 1) * bpr + b);
+            for (std::int64_t g = 0; g < B; g += 32) {
+                const std::int64_t i = b * B + g;
+                const __m512bh w0 = expand32(c0 + i / 2, t0);
+                const __m512bh w1 = expand32(c1 + i / 2, t1);
+                for (int m = 0; m < MB; ++m) {
+                    const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + m * ldx + i);
+                    acc0[m] = _mm512_dpbf16_ps(acc0[m], w0, xv);
+                    acc1[m] = _mm512_dpbf16_ps(acc1[m], w1, xv);
+                }
+            }
+        }
+        for (int m = 0; m < MB; ++m) {
+            y[m * ldy + o] = _mm512_reduce_add_ps(acc0[m]);
+            y[m * ldy + o + 1] = _mm512_reduce_add_ps(acc1[m]);
+        }
+    }
+    if (o < o1) rows_avx512<MB>(w, x, ldx, y, ldy, o, o1);
+}
+#undef KEV_AVX512_BF16
 
 // AVX-512 with fp32 activations (an fp32 working dtype): the same loop with the table
 // in fp32 and two 16-lane FMAs per 32 weights, so a row's result does not depend on
@@ -283,7 +336,15 @@ at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Te
         const at::Tensor x = x_in.to(at::kBFloat16).contiguous();  // [M, I]
         const auto* xp = reinterpret_cast<const std::uint16_t*>(x.data_ptr<at::BFloat16>());
         at::parallel_for(0, O, grain, [&](std::int64_t o0, std::int64_t o1) {
-            with_rows<kQuantGemvMaxRows>(M, [&](auto mb) { rows_avx512<decltype(mb)::value>(w, xp, I, yp, O, o0, o1); });
+            if (M <= 2) {
+                with_rows<2>(M, [&](auto mb) { rows_avx512<decltype(mb)::value>(w, xp, I, yp, O, o0, o1); });
+                return;
+            }
+            for (std::int64_t m = 0; m < M; m += 8) {
+                with_rows<8>(std::min<std::int64_t>(8, M - m), [&](auto mb) {
+                    row_pairs_avx512<decltype(mb)::value>(w, xp + m * I, I, yp + m * O, O, o0, o1);
+                });
+            }
         });
     } else {
         const at::Tensor x = x_in.to(at::kFloat).contiguous();  // [M, I]
@@ -306,14 +367,19 @@ at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Te
 
 namespace {
 
-// Prefill with bf16 activations: dequantize tiles of output rows (~1 MB, cache-resident)
-// to bf16 and multiply each with at::linear (oneDNN). Below 16 rows the fused kernel is
-// faster (kev-bench q4kernel: oneDNN re-packs each tile, ~3 ms per 9728x896 matrix). Each block is
-// still read once per call; the whole dense matrix never exists.
+// bf16 activations, more rows than kFusedMaxRowsBf16: dequantize tiles of output rows
+// (~4 MB) to bf16 and multiply each with at::linear (oneDNN, AMX where present).
+// Measured with kev-bench q4kernel (one thread, best of 20): at 16 rows tiles take 3.0 ms
+// (9728x896) and 1.6 ms (896x4864) against the fused kernel's 4.5 and 2.1 ms; at 8 rows
+// the fused kernel wins (2.2 / 1.1 ms against 2.9 / 1.6 ms), its vdpbf16ps rate being
+// the limit there, not memory. Each block is still read once per call; the whole dense
+// matrix never exists.
+constexpr std::int64_t kFusedMaxRowsBf16 = 8;
+
 at::Tensor tiled_bf16(const at::Tensor& x, const QuantMatrix& w) {
     const std::int64_t M = x.size(0), O = w.rows;
     at::Tensor y = at::empty({M, O}, x.options());  // [M, O]
-    const std::int64_t tile = std::max<std::int64_t>(32, (1 << 20) / (2 * w.cols)) / 16 * 16;
+    const std::int64_t tile = std::max<std::int64_t>(32, (4 << 20) / (2 * w.cols)) / 16 * 16;
     at::Tensor scratch = at::empty({tile, w.cols}, x.options());  // [tile, I]
     auto* sp = reinterpret_cast<std::uint16_t*>(scratch.data_ptr<at::BFloat16>());
     for (std::int64_t r0 = 0; r0 < O; r0 += tile) {
@@ -336,7 +402,7 @@ at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Ten
     const std::int64_t M = x2.size(0);
     const bool bf16 = x2.scalar_type() == at::kBFloat16 && quant_kernel() == QuantKernel::Avx512;
     at::Tensor y;
-    if (M >= 1 && M <= kQuantGemvMaxRows) {
+    if (M >= 1 && M <= (bf16 ? kFusedMaxRowsBf16 : kQuantGemvMaxRows)) {
         y = quant_gemv(x2, w, bias, quant_kernel());
     } else if (bf16) {
         y = tiled_bf16(x2.contiguous(), w);
