@@ -15,6 +15,7 @@
 #include <iterator>
 #include <memory>
 #include <sstream>
+#include <map>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -47,7 +48,9 @@ const char* kUsage =
     "\n"
     "model:\n"
     "  --model PATH              .gguf file or Hugging Face folder (default: built-in SmolLM2-135M)\n"
-    "  --precision fp32|half     working precision (default fp32; half = bf16 on CPU)\n"
+    "  --precision fp32|half|4bit|nf4  working precision (default fp32; half = bf16 on CPU; 4bit =\n"
+    "                            4-bit linear layers, GGUF Q4_0/Q4_1 blocks kept, others NF4, bf16\n"
+    "                            activations; nf4 = NF4 for every linear layer)\n"
     "  --device cpu|cuda         (default cpu)\n"
     "LoRA (PEFT adapter folder; merged when every question uses it alike, else per question):\n"
     "  --lora PATH|demo          adapter for every question (demo: the built-in capitals adapter)\n"
@@ -232,8 +235,10 @@ Options parse(int argc, char** argv) {
             if (p == "fp32") o.load.dtype = kev::DType::F32;
             else if (p == "half" || p == "bf16") o.load.dtype = kev::DType::BF16;
             else if (p == "fp16") o.load.dtype = kev::DType::F16;
-            else if (p == "4bit") throw UsageError{"--precision 4bit is not available yet in this build"};
-            else throw UsageError{"--precision must be fp32, half or 4bit, got '" + p + "'"};
+            else if (p == "4bit" || p == "nf4") {
+                o.load.dtype = kev::DType::BF16;
+                o.load.quant = p == "4bit" ? kev::WeightQuant::Q4 : kev::WeightQuant::NF4;
+            } else throw UsageError{"--precision must be fp32, half, 4bit or nf4, got '" + p + "'"};
         } else if (a == "--device") {
             const std::string d = value();
             if (d == "cpu") o.load.device = kev::Device::Cpu;

@@ -94,6 +94,17 @@ private Q_SLOTS:
             QVERIFY2(r.out.contains(s), s);
     }
 
+    void fourBitAnswersAndInfoShowsTheFormats() {
+        const Run r = cli({"--json", "--precision", "4bit", "--max-new-tokens", "8", "What is the capital of France?"});
+        QCOMPARE(r.code, 0);
+        const QJsonArray cards = json(r)["cards"].toArray();
+        QCOMPARE(cards.size(), 1);
+        QVERIFY2(cards[0].toObject()["text"].toString().contains(QStringLiteral("Paris")), r.out.constData());
+        const Run i = cli({"info"});
+        QCOMPARE(i.code, 0);
+        QVERIFY2(i.out.contains("Q4_1 x210"), i.out.constData());
+    }
+
     void jsonSchema() {
         const Run r = cli({"--json", "--max-new-tokens", "8", "--seed", "5", "--temperature", "0.7",
                            "What is the capital of France?", "Name a color."});

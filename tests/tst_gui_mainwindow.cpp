@@ -84,8 +84,9 @@ private Q_SLOTS:
         QCOMPARE(precision->currentText(), QStringLiteral("fp32"));
         auto* model = qobject_cast<QStandardItemModel*>(precision->model());
         QVERIFY(model);
-        QVERIFY(!model->item(0)->isEnabled());  // 4-bit
-        QVERIFY(model->item(0)->toolTip().contains(QStringLiteral("not available yet")));
+        QVERIFY(model->item(0)->isEnabled());  // 4-bit
+        QVERIFY(model->item(0)->toolTip().contains(QStringLiteral("NF4")));
+        QVERIFY(model->item(1)->toolTip().contains(QStringLiteral("bf16 on CPU")));
         QVERIFY(model->item(1)->isEnabled());   // half
         QVERIFY(model->item(2)->isEnabled());   // fp32
         auto* lora = w.findChild<QCheckBox*>(QStringLiteral("loraCheck"));

@@ -311,6 +311,42 @@ private Q_SLOTS:
         QCOMPARE(w.engine()->model().dtype, kev::DType::F32);
     }
 
+    void switchingTo4BitKeepsTheOldModelUntilReady() {
+        kevui::MainWindow& w = *w_;
+        auto* precision = w.findChild<QComboBox*>(QStringLiteral("precisionCombo"));
+        QVERIFY(precision);
+        QVERIFY(w.engine()->hasModel());
+        const kev::DType before = w.engine()->model().dtype;
+        QSignalSpy ready(&w, &kevui::MainWindow::modelReady);
+        QSignalSpy progress(w.engine(), &kevui::EngineHost::loadProgress);
+        precision->setCurrentIndex(0);  // 4-bit
+        // While the 4-bit weights are prepared, the loaded model still answers.
+        QVERIFY(w.engine()->loading());
+        QCOMPARE(w.engine()->model().quant, kev::WeightQuant::None);
+        QCOMPARE(w.engine()->model().dtype, before);
+        QVERIFY(w.findChild<QAction*>(QStringLiteral("runAction"))->isEnabled());
+        setCards(w, {QStringLiteral("What is the capital of France?")}, 6);
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        QVERIFY(!w.cards()[0]->answerText().isEmpty());
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() > 0, 180000);
+        QVERIFY(progress.count() > 0);
+        QCOMPARE(w.engine()->model().quant, kev::WeightQuant::Q4);
+        QVERIFY(w.engine()->model().weightBytes4Bit > 0);
+        QVERIFY2(w.modelStatus().contains(QStringLiteral("q4_1")), qPrintable(w.modelStatus()));
+        QVERIFY2(w.gauges()->text().contains(QStringLiteral("4-bit")), qPrintable(w.gauges()->text()));
+        // And the 4-bit model answers too.
+        done.clear();
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        QVERIFY(!w.cards()[0]->answerText().isEmpty());
+        ready.clear();
+        precision->setCurrentIndex(2);
+        QVERIFY(ready.wait(180000));
+        QCOMPARE(w.engine()->model().quant, kev::WeightQuant::None);
+    }
+
     void loadingCanBeCancelled() {
         kevui::MainWindow& w = *w_;
         QSignalSpy ready(&w, &kevui::MainWindow::modelReady);

@@ -17,10 +17,12 @@
 
 namespace kevui {
 
-// What the user chose for the next load: device and working precision.
+// What the user chose for the next load: device and working precision (4-bit: quant
+// set, dtype the activations' and embeddings' precision).
 struct LoadSettings {
     kev::Device device = kev::Device::Cpu;
     kev::DType dtype = kev::DType::F32;
+    kev::WeightQuant quant = kev::WeightQuant::None;
 };
 
 // What the widgets may know about a loaded model.
@@ -31,6 +33,9 @@ struct ModelInfo {
     kev::Device device = kev::Device::Cpu;
     kev::DType dtype = kev::DType::F32;
     qint64 weightBytes = 0;
+    kev::WeightQuant quant = kev::WeightQuant::None;
+    qint64 weightBytes4Bit = 0;  // of weightBytes, the 4-bit linear layers (NF4, Q4_0, Q4_1)
+    QString weightFormats;       // e.g. "q4_1 + nf4, bf16" (what the weights are held as)
     qint64 parameters = 0;
     qint64 contextLength = 0;
     qint64 kvBytesPerSlot = 0;  // key + value over all layers, for the KV-cache gauge

@@ -8,6 +8,7 @@
 
 #include "kev/error.h"
 #include "kev/kv_cache.h"
+#include "kev/quant.h"
 #include "kev/session.h"
 
 namespace kevui {
@@ -15,6 +16,16 @@ namespace kevui {
 namespace {
 
 QString messageOf(const std::exception& e) { return QString::fromStdString(e.what()); }
+
+// What the weights are held as: the 4-bit formats present, then the dense dtype.
+QString weightFormats(const kev::WeightMemory& m, kev::DType dtype) {
+    QStringList parts;
+    if (m.q4_0) parts << QStringLiteral("q4_0");
+    if (m.q4_1) parts << QStringLiteral("q4_1");
+    if (m.nf4) parts << QStringLiteral("nf4");
+    const QString dense = QString::fromLatin1(kev::to_string(dtype));
+    return parts.isEmpty() ? dense : parts.join(QStringLiteral(" + ")) + QStringLiteral(", ") + dense;
+}
 
 }  // namespace
 
@@ -28,26 +39,25 @@ void registerEngineTypes() {
     qRegisterMetaType<kev::StepEvent>("kev::StepEvent");
     qRegisterMetaType<kev::GenerationResult>("kev::GenerationResult");
     qRegisterMetaType<QVector<int>>("QVector<int>");
+    qRegisterMetaType<kevui::SessionHandle>("kevui::SessionHandle");
 }
 
-// ---- EngineWorker (worker thread) ---------------------------------------------------
+// ---- ModelLoader (loader thread) ----------------------------------------------------
 
-EngineWorker::EngineWorker(std::shared_ptr<std::atomic<bool>> loadCancel)
-    : loadCancel_(std::move(loadCancel)) {}
+ModelLoader::ModelLoader(std::shared_ptr<std::atomic<bool>> loadCancel) : loadCancel_(std::move(loadCancel)) {}
 
-EngineWorker::~EngineWorker() = default;
-
-void EngineWorker::loadModel(const QString& path, const LoadSettings& settings) {
+void ModelLoader::load(const QString& path, const LoadSettings& settings) {
     kev::SessionOptions options;
     options.load.device = settings.device;
     options.load.dtype = settings.dtype;
+    options.load.quant = settings.quant;
     options.load.progress = [this](int done, int total) {
         // Thrown through the loader: Session::open leaves nothing half-made behind.
         if (loadCancel_->load()) throw kev::Error(kev::ErrorCode::Cancelled, "Loading cancelled");
         Q_EMIT loadProgress(done, total);
     };
     try {
-        auto session = kev::Session::open(path.toStdString(), options);
+        SessionHandle session = kev::Session::open(path.toStdString(), options);
         const kev::ModelConfig& config = session->model().config();
         ModelInfo info;
         info.path = path;
@@ -55,18 +65,32 @@ void EngineWorker::loadModel(const QString& path, const LoadSettings& settings) 
         info.architecture = QString::fromLatin1(kev::to_string(config.arch));
         info.device = settings.device;
         info.dtype = settings.dtype;
-        info.weightBytes = session->model().weights().bytes();
+        const kev::WeightMemory memory = session->model().weights().memory();
+        info.weightBytes = memory.total();
+        info.quant = settings.quant;
+        info.weightBytes4Bit = memory.quantized();
+        info.weightFormats = weightFormats(memory, settings.dtype);
         info.parameters = config.parameter_count();
         info.contextLength = config.max_positions;
         info.kvBytesPerSlot = kev::KvCache::bytes_per_slot(config, settings.dtype);
         info.loadSeconds = session->load_seconds();
         info.chatNote = QString::fromStdString(session->chat_error());
-        session_ = std::move(session);  // the old session stays when a load fails
-        info_ = info;
-        Q_EMIT modelLoaded(info);
+        Q_EMIT loaded(session, info);  // the worker's current session stays when a load fails
     } catch (const std::exception& e) {
         Q_EMIT loadFailed(path, messageOf(e));
     }
+}
+
+// ---- EngineWorker (worker thread) ---------------------------------------------------
+
+EngineWorker::EngineWorker() = default;
+
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::adopt(const SessionHandle& session, const ModelInfo& info) {
+    session_ = session;
+    info_ = info;
+    Q_EMIT modelLoaded(info);
 }
 
 PackPreview EngineWorker::makePreview(const kev::PreparedPack& pack,
@@ -141,23 +165,27 @@ EngineHost::EngineHost(QObject* parent)
     : QObject(parent), loadCancel_(std::make_shared<std::atomic<bool>>(false)) {
     registerEngineTypes();
     thread_.setObjectName(QStringLiteral("kev-engine"));
-    worker_ = new EngineWorker(loadCancel_);
+    worker_ = new EngineWorker;
     worker_->moveToThread(&thread_);
+    loaderThread_.setObjectName(QStringLiteral("kev-loader"));
+    loader_ = new ModelLoader(loadCancel_);
+    loader_->moveToThread(&loaderThread_);
 
-    connect(this, &EngineHost::requestLoad, worker_, &EngineWorker::loadModel);
+    connect(this, &EngineHost::requestLoad, loader_, &ModelLoader::load);
+    connect(loader_, &ModelLoader::loaded, worker_, &EngineWorker::adopt);
     connect(this, &EngineHost::requestRun, worker_, &EngineWorker::run);
     connect(this, &EngineHost::requestPreview, worker_, &EngineWorker::preview);
     connect(this, &EngineHost::requestLora, worker_, &EngineWorker::setLora);
     connect(worker_, &EngineWorker::loraFailed, this, &EngineHost::loraFailed);
 
-    connect(worker_, &EngineWorker::loadProgress, this, &EngineHost::loadProgress);
+    connect(loader_, &ModelLoader::loadProgress, this, &EngineHost::loadProgress);
     connect(worker_, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
         loading_ = false;
         hasModel_ = true;
         model_ = info;
         Q_EMIT modelLoaded(info);
     });
-    connect(worker_, &EngineWorker::loadFailed, this, [this](const QString& path, const QString& message) {
+    connect(loader_, &ModelLoader::loadFailed, this, [this](const QString& path, const QString& message) {
         loading_ = false;
         Q_EMIT loadFailed(path, message);
     });
@@ -186,11 +214,15 @@ EngineHost::EngineHost(QObject* parent)
         if (id == wantedPreview_) Q_EMIT previewFailed(message);
     });
     thread_.start();
+    loaderThread_.start();
 }
 
 EngineHost::~EngineHost() {
     loadCancel_->store(true);
     if (cancel_) cancel_->cancel_all();
+    loaderThread_.quit();
+    loaderThread_.wait();
+    delete loader_;
     thread_.quit();
     thread_.wait();
     delete worker_;  // its thread has ended: safe to destroy from here

@@ -1,13 +1,17 @@
 // The engine on a background thread.
 //
-//   UI thread                          worker thread
-//   ---------                          -------------
-//   EngineHost::load() --queued-->     EngineWorker::loadModel()  -> Session::open
+//   UI thread                          loader thread / worker thread
+//   ---------                          -----------------------------
+//   EngineHost::load() --queued-->     ModelLoader::load()   -> Session::open (quantizes)
+//                                        --queued--> EngineWorker::adopt()  (between runs)
 //   EngineHost::run()  --queued-->     EngineWorker::run()        -> Generator::run
 //   EngineHost::cancel() sets an atomic the generation loop reads between steps
 //                      <--queued--     stepArrived / runFinished / runFailed (with run id)
 //
-// EngineWorker owns the kev::Session and is the only object that touches it. Every
+// Loading runs on its own thread, so the previous model keeps answering (runs, pack
+// previews) until the new one - another file or another precision, re-prepared from
+// the original file - is ready; the worker swaps it in between runs. The worker owns
+// the session in use and is the only object that runs it. Every
 // result carries the id of the run (or preview) it answers; EngineHost drops the ones
 // that answer a request the window no longer waits for. Widgets never see a tensor.
 #pragma once
@@ -26,15 +30,36 @@ class Session;
 
 namespace kevui {
 
+using SessionHandle = std::shared_ptr<kev::Session>;
+
+// Opens models (reading, converting, quantizing the weights) on the loader thread.
+class ModelLoader : public QObject {
+    Q_OBJECT
+public:
+    // `loadCancel` is read from the loader thread while a model loads.
+    explicit ModelLoader(std::shared_ptr<std::atomic<bool>> loadCancel);
+
+public Q_SLOTS:
+    void load(const QString& path, const kevui::LoadSettings& settings);
+
+Q_SIGNALS:
+    void loadProgress(int done, int total);
+    void loaded(const kevui::SessionHandle& session, const kevui::ModelInfo& info);
+    void loadFailed(const QString& path, const QString& message);
+
+private:
+    std::shared_ptr<std::atomic<bool>> loadCancel_;
+};
+
 class EngineWorker : public QObject {
     Q_OBJECT
 public:
-    // `loadCancel` is read from the worker thread while a model loads.
-    explicit EngineWorker(std::shared_ptr<std::atomic<bool>> loadCancel);
+    EngineWorker();
     ~EngineWorker() override;
 
 public Q_SLOTS:
-    void loadModel(const QString& path, const kevui::LoadSettings& settings);
+    // Takes a freshly loaded session; the previous one is released here.
+    void adopt(const kevui::SessionHandle& session, const kevui::ModelInfo& info);
     void run(kevui::RunId id, const kev::GenerationRequest& request,
              const kevui::CancelHandle& cancel, const QVector<int>& cardOfRequest);
     // Tokenization and layout only (cheap): what the pack view draws.
@@ -44,9 +69,7 @@ public Q_SLOTS:
     void setLora(const QString& path);
 
 Q_SIGNALS:
-    void loadProgress(int done, int total);
     void modelLoaded(const kevui::ModelInfo& info);
-    void loadFailed(const QString& path, const QString& message);
     void runStarted(kevui::RunId id, const kevui::PackPreview& pack);
     void stepArrived(kevui::RunId id, const kev::StepEvent& event);
     void runFinished(kevui::RunId id, const kev::GenerationResult& result);
@@ -58,9 +81,8 @@ Q_SIGNALS:
 private:
     PackPreview makePreview(const kev::PreparedPack& pack, const QVector<int>& cardOfRequest) const;
 
-    std::unique_ptr<kev::Session> session_;
+    SessionHandle session_;
     ModelInfo info_;
-    std::shared_ptr<std::atomic<bool>> loadCancel_;
     QString loraError_;  // why the last adapter asked for could not be attached
 };
 
@@ -114,7 +136,9 @@ Q_SIGNALS:
 
 private:
     QThread thread_;
+    QThread loaderThread_;
     EngineWorker* worker_ = nullptr;
+    ModelLoader* loader_ = nullptr;
     std::shared_ptr<std::atomic<bool>> loadCancel_;
     CancelHandle cancel_;
     RunId nextRun_ = 1;
@@ -127,3 +151,5 @@ private:
 };
 
 }  // namespace kevui
+
+Q_DECLARE_METATYPE(kevui::SessionHandle)

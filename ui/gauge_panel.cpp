@@ -125,12 +125,21 @@ void GaugePanel::refreshMemory() {
     memory_->setText(text);
 }
 
-void GaugePanel::setModelBytes(qint64 weightBytes) {
+void GaugePanel::setModelBytes(qint64 weightBytes, qint64 fourBitBytes, const QString& formats) {
     model_->setProperty("weights", weightBytes);
+    model_->setProperty("weights4", fourBitBytes);
+    model_->setProperty("formats", formats);
     const qint64 kv = model_->property("kv").toLongLong();
     const bool estimate = model_->property("kvEstimate").toBool();
+    QString weights = weightBytes ? QLocale().formattedDataSize(weightBytes) : QStringLiteral("–");
+    if (fourBitBytes > 0) {
+        weights += QStringLiteral(" (4-bit %1, half precision %2)")
+                       .arg(QLocale().formattedDataSize(fourBitBytes),
+                            QLocale().formattedDataSize(weightBytes - fourBitBytes));
+    }
+    if (!formats.isEmpty()) weights += QStringLiteral(" · ") + formats;
     model_->setText(QStringLiteral("Weights: %1 · KV cache: %2%3")
-                        .arg(weightBytes ? QLocale().formattedDataSize(weightBytes) : QStringLiteral("–"),
+                        .arg(weights,
                              kv ? QLocale().formattedDataSize(kv) : QStringLiteral("–"),
                              kv && estimate ? QStringLiteral(" (planned)") : QString()));
 }
@@ -138,7 +147,8 @@ void GaugePanel::setModelBytes(qint64 weightBytes) {
 void GaugePanel::setCacheBytes(qint64 kvBytes, Figure figure) {
     model_->setProperty("kv", kvBytes);
     model_->setProperty("kvEstimate", figure == Figure::Planned);
-    setModelBytes(model_->property("weights").toLongLong());
+    setModelBytes(model_->property("weights").toLongLong(), model_->property("weights4").toLongLong(),
+                  model_->property("formats").toString());
 }
 
 void GaugePanel::startRun() {

@@ -33,7 +33,8 @@ class GaugePanel : public QWidget {
 public:
     explicit GaugePanel(QWidget* parent = nullptr);
 
-    void setModelBytes(qint64 weightBytes);
+    // Weight bytes in all, of which `fourBitBytes` in 4-bit blocks, and what they are held as.
+    void setModelBytes(qint64 weightBytes, qint64 fourBitBytes = 0, const QString& formats = QString());
     enum class Figure { Planned, Measured };
     void setCacheBytes(qint64 kvBytes, Figure figure);
     void startRun();

@@ -151,7 +151,7 @@ void MainWindow::restoreSettings() {
     restoreGeometry(s.value(QLatin1String(kSettingGeometry)).toByteArray());
     restoreState(s.value(QLatin1String(kSettingState)).toByteArray());
     const int precision = s.value(QLatin1String(kSettingPrecision), kPrecisionF32).toInt();
-    if (precision == kPrecisionHalf || precision == kPrecisionF32) precision_->setCurrentIndex(precision);
+    if (precision >= kPrecision4Bit && precision <= kPrecisionF32) precision_->setCurrentIndex(precision);
     const int device = s.value(QLatin1String(kSettingDevice), 0).toInt();
     if (device == 1 && kev::engine_info().cuda_available) device_->setCurrentIndex(1);
     setLoraPath(s.value(QLatin1String(kSettingLoraPath), QString::fromStdString(kev::demo_adapter_path())).toString());
@@ -413,10 +413,14 @@ void MainWindow::setSharedContext(const QString& text) {
 LoadSettings MainWindow::loadSettings() const {
     LoadSettings s;
     s.device = device_->currentIndex() == 1 ? kev::Device::Cuda : kev::Device::Cpu;
-    if (precision_->currentIndex() == kPrecisionHalf)
+    if (precision_->currentIndex() == kPrecisionHalf) {
         s.dtype = s.device == kev::Device::Cuda ? kev::DType::F16 : kev::DType::BF16;
-    else
+    } else if (precision_->currentIndex() == kPrecision4Bit) {
+        s.dtype = kev::DType::BF16;  // embeddings, norms, activations; 4-bit runs on the CPU
+        s.quant = kev::WeightQuant::Q4;
+    } else {
         s.dtype = kev::DType::F32;
+    }
     return s;
 }
 
@@ -468,12 +472,11 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
     modelStatus_->setText(QStringLiteral("%1 · %2 · %3 parameters · %4 %5 on %6 · loaded in %7 s%8")
                               .arg(info.name, info.architecture)
                               .arg(QLocale().toString(info.parameters))
-                              .arg(QLocale().formattedDataSize(info.weightBytes),
-                                   QString::fromLatin1(kev::to_string(info.dtype)),
+                              .arg(QLocale().formattedDataSize(info.weightBytes), info.weightFormats,
                                    QString::fromLatin1(kev::to_string(info.device)))
                               .arg(info.loadSeconds, 0, 'f', 1)
                               .arg(info.chatNote.isEmpty() ? QString() : QStringLiteral(" · ") + info.chatNote));
-    gauges_->setModelBytes(info.weightBytes);
+    gauges_->setModelBytes(info.weightBytes, info.weightBytes4Bit, info.weightFormats);
     gauges_->setDeviceIsCuda(info.device == kev::Device::Cuda);
     QSettings s;
     s.setValue(QLatin1String(kSettingLastModel), info.path);
@@ -494,11 +497,13 @@ void MainWindow::onLoadFailed(const QString& path, const QString& message) {
     QString text = QStringLiteral("Could not load %1: %2").arg(path, message);
     if (engine_->hasModel()) {
         text += QStringLiteral(" (still using %1 as %2)")
-                    .arg(engine_->model().name, QString::fromLatin1(kev::to_string(engine_->model().dtype)));
+                    .arg(engine_->model().name, engine_->model().weightFormats);
         // The combos show what is loaded, not what failed.
         restoring_ = true;
         device_->setCurrentIndex(engine_->model().device == kev::Device::Cuda ? 1 : 0);
-        precision_->setCurrentIndex(engine_->model().dtype == kev::DType::F32 ? kPrecisionF32 : kPrecisionHalf);
+        precision_->setCurrentIndex(engine_->model().quant != kev::WeightQuant::None ? kPrecision4Bit
+                                    : engine_->model().dtype == kev::DType::F32   ? kPrecisionF32
+                                                                                  : kPrecisionHalf);
         restoring_ = false;
         modelPath_ = engine_->model().path;
     }
@@ -562,7 +567,8 @@ void MainWindow::requestPreview() {
 
 void MainWindow::updateActions() {
     const bool running = isRunning();
-    run_->setEnabled(!running && !engine_->loading());
+    // While another precision or model loads, the loaded one keeps answering.
+    run_->setEnabled(!running && engine_->hasModel());
     stop_->setEnabled(running);
     device_->setEnabled(!running && !engine_->loading());
     precision_->setEnabled(!running && !engine_->loading());

@@ -119,9 +119,20 @@ void MainWindow::buildToolbar() {
     precision_ = new QComboBox(bar);
     precision_->setObjectName(QStringLiteral("precisionCombo"));
     precision_->addItems({QStringLiteral("4-bit"), QStringLiteral("half"), QStringLiteral("fp32")});
-    disableComboItem(precision_, kPrecision4Bit,
-                     QStringLiteral("4-bit weights are not available yet: the engine has no 4-bit linear layer"));
-    precision_->setItemData(kPrecisionHalf, QStringLiteral("bf16 on CPU, fp16 on CUDA"), Qt::ToolTipRole);
+    if (kev::engine_info().cuda_available) {
+        precision_->setItemData(kPrecision4Bit,
+                                QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1 blocks kept, others NF4), "
+                                               "bf16 activations; CPU only"),
+                                Qt::ToolTipRole);
+    } else {
+        precision_->setItemData(kPrecision4Bit,
+                                QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1 blocks kept, others NF4); "
+                                               "embeddings, norms and activations in bf16"),
+                                Qt::ToolTipRole);
+    }
+    precision_->setItemData(kPrecisionHalf,
+                            QStringLiteral("bf16 on CPU (this libtorch has no fast fp16 CPU kernels), fp16 on CUDA"),
+                            Qt::ToolTipRole);
     precision_->setItemData(kPrecisionF32, QStringLiteral("32-bit floats: exact, twice the memory of half"), Qt::ToolTipRole);
     precision_->setCurrentIndex(kPrecisionF32);
     bar->addWidget(precision_);

@@ -44,7 +44,8 @@ kev::LoraUse RunController::loraFor(const CardSettings& s) const {
 
 bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sharedContext) {
     if (running()) return false;
-    if (!engine_->hasModel() || engine_->loading()) {
+    // While another model or precision loads, the loaded model keeps answering.
+    if (!engine_->hasModel()) {
         Q_EMIT windowMessage(engine_->loading() ? QStringLiteral("The model is still loading; run again when it is ready.")
                                                 : QStringLiteral("No model is loaded: open a model first (File ▸ Open model)."), Tone::Error);
         return false;
@@ -95,7 +96,7 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
 }
 
 bool RunController::replay(QuestionCard* card, int cardIndex, const QString& sharedContext) {
-    if (running() || !engine_->hasModel() || engine_->loading()) return false;
+    if (running() || !engine_->hasModel()) return false;
     const CardAnswer& packed = card->answer();
     if (packed.tokens.isEmpty() || !packed.seedUsed) {
         card->showMessage(QStringLiteral("Nothing to replay: run the card first."));

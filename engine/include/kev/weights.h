@@ -70,18 +70,41 @@ struct LayerWeights {
     Linear down;           // [hidden, I]
 };
 
+// Weight memory by format, for the gauges and reports.
+struct WeightMemory {
+    std::int64_t dense = 0;         // bf16/fp16/fp32 tensors: embeddings, norms, biases, dense linear weights
+    std::int64_t dense_linear = 0;  // of `dense`, the linear layers' weights (a tied head is the embedding)
+    std::int64_t nf4 = 0;           // 4-bit linear weights by format (kev/quant.h)
+    std::int64_t q4_0 = 0;
+    std::int64_t q4_1 = 0;
+    std::int64_t quantized() const { return nf4 + q4_0 + q4_1; }
+    std::int64_t total() const { return dense + quantized(); }
+};
+
 struct ModelWeights {
     at::Tensor embed;               // [V, hidden]
     std::vector<LayerWeights> layers;
     at::Tensor final_norm;          // [hidden]
     Linear lm_head;                 // weight [V, hidden]; the embed tensor when tied
     at::Tensor rope_freq_divisors;  // [D/2] fp32 from GGUF rope_freqs.weight, or undefined
-    std::int64_t bytes() const;     // distinct bytes held (a tied head counted once)
+    std::int64_t bytes() const;     // distinct bytes held (a tied head counted once), 4-bit blocks included
+    WeightMemory memory() const;    // the same bytes by format
 };
+
+// 4-bit linear layers (kev/quant.h). Embeddings, norms and biases keep LoadOptions::dtype
+// (the activations' dtype too); a tied output head gets its own 4-bit copy while the
+// embedding stays in `dtype` for the lookup.
+enum class WeightQuant {
+    None,  // dense linear weights in `dtype`
+    Q4,    // 4-bit: GGUF Q4_0/Q4_1 weights kept in their own blocks, every other one NF4
+    NF4,   // 4-bit NF4 for every linear layer, re-quantized even from Q4_0/Q4_1 files
+};
+const char* to_string(WeightQuant quant);
 
 struct LoadOptions {
     Device device = Device::Cpu;
     DType dtype = DType::F32;
+    WeightQuant quant = WeightQuant::None;  // 4-bit needs device Cpu
     // Called with (tensors done, tensors total) while loading; may be empty.
     std::function<void(int, int)> progress;
 };

@@ -99,6 +99,8 @@ ForwardBatch single_sequence_batch(const std::vector<std::int64_t>& tokens, std:
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
     check_device_dtype(options.device, options.dtype);
+    if (options.quant != WeightQuant::None && options.device != Device::Cpu)
+        throw Error(ErrorCode::Unsupported, "4-bit weights run on the CPU only");
     LoadedWeights lw = load_weights(path, options);
     return std::make_unique<Model>(std::move(lw.config), std::move(lw.weights), options.device, options.dtype);
 }

@@ -10,6 +10,7 @@
 
 #include "kev/error.h"
 #include "kev/gguf.h"
+#include "kev/quant.h"
 #include "kev/safetensors.h"
 #include "model/linear_bf16.h"
 #include "model/torch_util.h"
@@ -58,7 +59,17 @@ void check_device_dtype(Device device, DType dtype) {
     }
 }
 
+const char* to_string(WeightQuant quant) {
+    switch (quant) {
+        case WeightQuant::None: return "dense";
+        case WeightQuant::Q4: return "4bit";
+        case WeightQuant::NF4: return "nf4";
+    }
+    return "?";
+}
+
 at::Tensor Linear::operator()(const at::Tensor& x) const {
+    if (quant) return quant_linear(x, *quant, bias);
     // Decode steps (a few rows) in bf16 on CPU: our own bandwidth-bound kernel.
     // KEV_BF16_GEMV=0 turns it off (to measure against libtorch's linear).
     static const bool gemv_enabled = [] {
@@ -69,23 +80,36 @@ at::Tensor Linear::operator()(const at::Tensor& x) const {
     return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
 }
 
-std::int64_t ModelWeights::bytes() const {
+std::int64_t ModelWeights::bytes() const { return memory().total(); }
+
+WeightMemory ModelWeights::memory() const {
     std::set<const void*> seen;
-    std::int64_t total = 0;
+    WeightMemory m;
     auto add = [&](const at::Tensor& t) {
         if (!t.defined() || !seen.insert(t.data_ptr()).second) return;
-        total += static_cast<std::int64_t>(t.nbytes());
+        m.dense += static_cast<std::int64_t>(t.nbytes());
+    };
+    auto add_linear = [&](const Linear& lin) {
+        if (lin.weight.defined() && !seen.count(lin.weight.data_ptr()))
+            m.dense_linear += static_cast<std::int64_t>(lin.weight.nbytes());
+        add(lin.weight);
+        add(lin.bias);
+        if (!lin.quant || !seen.insert(lin.quant.get()).second) return;
+        const std::int64_t b = lin.quant->bytes();
+        switch (lin.quant->format) {
+            case QuantFormat::NF4: m.nf4 += b; break;
+            case QuantFormat::Q4_0: m.q4_0 += b; break;
+            case QuantFormat::Q4_1: m.q4_1 += b; break;
+        }
     };
     add(embed);
     add(final_norm);
-    add(lm_head.weight);
-    add(lm_head.bias);
+    add_linear(lm_head);
     for (const auto& l : layers) {
-        for (const at::Tensor* t : {&l.attn_norm, &l.qkv.weight, &l.qkv.bias, &l.q_norm, &l.k_norm, &l.o.weight,
-                                    &l.o.bias, &l.mlp_norm, &l.gate_up.weight, &l.down.weight})
-            add(*t);
+        for (const at::Tensor* t : {&l.attn_norm, &l.q_norm, &l.k_norm, &l.mlp_norm}) add(*t);
+        for (const Linear* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) add_linear(*lin);
     }
-    return total;
+    return m;
 }
 
 namespace {
@@ -103,6 +127,9 @@ public:
     virtual std::vector<std::int64_t> shape(const std::string& name) const = 0;  // torch order
     virtual at::Tensor read(const std::string& name) const = 0;
     virtual bool is_gguf() const = 0;
+    // The GGUF entry of a tensor (its ggml type and bytes), or null.
+    virtual const GgufTensorInfo* gguf_info(const std::string&) const { return nullptr; }
+    virtual const std::uint8_t* gguf_data(const GgufTensorInfo&) const { return nullptr; }
 };
 
 class SafetensorsSource : public TensorSource {
@@ -153,6 +180,8 @@ public:
         return t.view(shape(name));
     }
     bool is_gguf() const override { return true; }
+    const GgufTensorInfo* gguf_info(const std::string& name) const override { return g_.find_tensor(name); }
+    const std::uint8_t* gguf_data(const GgufTensorInfo& info) const override { return g_.tensor_data(info); }
 
 private:
     const GgufFile& g_;
@@ -233,7 +262,8 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
 class Loader {
 public:
     Loader(const TensorSource& src, const ModelConfig& config, const LoadOptions& options)
-        : src_(src), c_(config), opts_(tensor_options(options.device, options.dtype)), progress_(options.progress) {
+        : src_(src), c_(config), opts_(tensor_options(options.device, options.dtype)), quant_(options.quant),
+          progress_(options.progress) {
         for (const auto& n : src_.names()) unused_.insert(n);
         // llama.cpp permutes q/k rows of llama-architecture models only.
         unpermute_ = src_.is_gguf() && c_.arch == Arch::Llama;
@@ -249,8 +279,15 @@ public:
         if (c_.tie_word_embeddings) {
             w.lm_head.weight = w.embed;
             unused_.erase(global(kLmHeadName));  // some tied checkpoints store a duplicate
+            if (quant_ != WeightQuant::None) {
+                // The embedding stays dense for the lookup; the head multiplies by a 4-bit copy.
+                w.lm_head.quant = kept_blocks({{global(kEmbedName), c_.vocab_size, 0}}, c_.hidden_size, false);
+                if (!w.lm_head.quant && c_.hidden_size % 32 == 0)
+                    w.lm_head.quant = std::make_shared<const QuantMatrix>(quantize_nf4(w.embed));
+                if (w.lm_head.quant) w.lm_head.weight = at::Tensor();
+            }
         } else {
-            w.lm_head.weight = take(global(kLmHeadName), {c_.vocab_size, c_.hidden_size});
+            fill_linear(w.lm_head, {{global(kLmHeadName), c_.vocab_size, 0}}, c_.hidden_size);
         }
         if (src_.is_gguf() && src_.has(kGgufRopeFreqs)) {
             w.rope_freq_divisors = src_.read(kGgufRopeFreqs).to(at::kFloat).contiguous().clone();
@@ -328,15 +365,81 @@ private:
         return t;
     }
 
+    // One checkpoint tensor of a (possibly fused) linear weight.
+    struct Part {
+        std::string name;
+        std::int64_t rows = 0;
+        std::int64_t permute_heads = 0;  // > 0: q/k rows to un-permute (llama GGUF)
+    };
+
+    // The weight of `lin`: `parts` stacked row-wise, each [rows, cols]. Dense in the
+    // working dtype, or 4-bit when asked: GGUF Q4_0/Q4_1 blocks kept (WeightQuant::Q4,
+    // every part of one such type), otherwise NF4 from the values read. A width that is
+    // not whole 32-element groups stays dense.
+    void fill_linear(Linear& lin, const std::vector<Part>& parts, std::int64_t cols) {
+        if (quant_ != WeightQuant::None) {
+            lin.quant = kept_blocks(parts, cols, true);
+            if (lin.quant) return;
+        }
+        std::int64_t rows = 0;
+        for (const auto& p : parts) rows += p.rows;
+        const bool to_nf4 = quant_ != WeightQuant::None && cols % 32 == 0;
+        // NF4 is made from fp32 values, not from a rounded working copy.
+        at::Tensor dense = at::empty({rows, cols}, to_nf4 ? at::TensorOptions().dtype(at::kFloat) : opts_);
+        std::int64_t r = 0;
+        for (const auto& p : parts) {
+            copy_into(dense.narrow(0, r, p.rows), p.name, p.permute_heads);
+            r += p.rows;
+        }
+        if (to_nf4) lin.quant = std::make_shared<const QuantMatrix>(quantize_nf4(dense));
+        else lin.weight = dense;
+    }
+
+    // GGUF Q4_0/Q4_1 blocks of `parts` taken over as they are, or null when the mode,
+    // the file or the parts' types do not allow it. `count` marks the tensors read.
+    std::shared_ptr<const QuantMatrix> kept_blocks(const std::vector<Part>& parts, std::int64_t cols, bool count) {
+        if (quant_ != WeightQuant::Q4 || cols % 32 != 0) return nullptr;
+        std::vector<const GgufTensorInfo*> infos;
+        for (const auto& p : parts) {
+            const GgufTensorInfo* info = src_.gguf_info(p.name);
+            if (!info || (info->type != GgmlType::Q4_0 && info->type != GgmlType::Q4_1) ||
+                info->type != (infos.empty() ? info->type : infos[0]->type))
+                return nullptr;
+            infos.push_back(info);
+        }
+        const QuantFormat format = infos[0]->type == GgmlType::Q4_0 ? QuantFormat::Q4_0 : QuantFormat::Q4_1;
+        std::vector<QuantMatrix> mats;
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+            const Part& p = parts[k];
+            std::vector<std::int64_t> order;
+            if (p.permute_heads > 0 && unpermute_) {
+                // The same row shuffle copy_into applies to dense rows, as an index list.
+                const at::Tensor idx = at::arange(p.rows, at::kLong)
+                                           .view({p.permute_heads, p.rows / p.permute_heads / 2, 2})
+                                           .transpose(1, 2)
+                                           .reshape({p.rows})
+                                           .contiguous();
+                order.assign(idx.data_ptr<std::int64_t>(), idx.data_ptr<std::int64_t>() + p.rows);
+            }
+            mats.push_back(quant_from_ggml(format, src_.gguf_data(*infos[k]), infos[k]->nbytes, p.rows, cols, order));
+            if (count) {
+                unused_.erase(p.name);
+                if (progress_) progress_(++done_, total_);
+            }
+        }
+        return std::make_shared<const QuantMatrix>(mats.size() == 1 ? std::move(mats[0]) : concat_rows(mats));
+    }
+
     LayerWeights load_layer(std::int64_t i) {
         LayerWeights l;
         const std::int64_t qs = c_.q_size(), kvs = c_.kv_size(), hid = c_.hidden_size, inter = c_.intermediate_size;
         l.attn_norm = take(layer_name(i, Field::AttnNorm), {hid});
         l.mlp_norm = take(layer_name(i, Field::MlpNorm), {hid});
-        l.qkv.weight = at::empty({qs + 2 * kvs, hid}, opts_);  // rows q | k | v
-        copy_into(l.qkv.weight.narrow(0, 0, qs), layer_name(i, Field::Q), c_.num_heads);
-        copy_into(l.qkv.weight.narrow(0, qs, kvs), layer_name(i, Field::K), c_.num_kv_heads);
-        copy_into(l.qkv.weight.narrow(0, qs + kvs, kvs), layer_name(i, Field::V));
+        fill_linear(l.qkv,  // rows q | k | v
+                    {{layer_name(i, Field::Q), qs, c_.num_heads},
+                     {layer_name(i, Field::K), kvs, c_.num_kv_heads},
+                     {layer_name(i, Field::V), kvs, 0}},
+                    hid);
         if (c_.qkv_bias) {
             // Biases are per output row, so they need the same un-permutation as the rows.
             l.qkv.bias = at::empty({qs + 2 * kvs}, opts_);
@@ -348,18 +451,18 @@ private:
             l.q_norm = take(layer_name(i, Field::QNorm), {c_.head_dim});
             l.k_norm = take(layer_name(i, Field::KNorm), {c_.head_dim});
         }
-        l.o.weight = take(layer_name(i, Field::O), {hid, qs});
+        fill_linear(l.o, {{layer_name(i, Field::O), hid, 0}}, qs);
         if (c_.o_bias) l.o.bias = take(layer_name(i, Field::OBias), {hid});
-        l.gate_up.weight = at::empty({2 * inter, hid}, opts_);  // rows gate | up
-        copy_into(l.gate_up.weight.narrow(0, 0, inter), layer_name(i, Field::Gate));
-        copy_into(l.gate_up.weight.narrow(0, inter, inter), layer_name(i, Field::Up));
-        l.down.weight = take(layer_name(i, Field::Down), {hid, inter});
+        fill_linear(l.gate_up, {{layer_name(i, Field::Gate), inter, 0}, {layer_name(i, Field::Up), inter, 0}},
+                    hid);  // rows gate | up
+        fill_linear(l.down, {{layer_name(i, Field::Down), hid, 0}}, inter);
         return l;
     }
 
     const TensorSource& src_;
     const ModelConfig& c_;
     at::TensorOptions opts_;
+    WeightQuant quant_ = WeightQuant::None;
     std::function<void(int, int)> progress_;
     std::set<std::string> unused_;
     bool unpermute_ = false;

@@ -1,0 +1,86 @@
+// 4-bit weights: the weight of a linear layer held in blocks of 4-bit codes with a
+// scale per block, multiplied without ever materialising the whole dense matrix.
+//
+// One layout serves three formats. A row of `cols` weights is cut into blocks of
+// `block` elements (64 for NF4, 32 for GGUF's Q4_0/Q4_1); every block has an fp16
+// scale d (and, for Q4_1, an fp16 offset m), and each weight is
+//     w = lut[code] * d (+ m)
+// with a 16-entry table of code values per format:
+//   NF4   QLoRA's NormalFloat-4 codebook (values in [-1, 1]); d = the block's absmax
+//   Q4_0  code - 8                     (ggml: x = (q - 8) * d)
+//   Q4_1  code, plus the offset m      (ggml: x = q * d + m)
+// Codes are packed two per byte in 32-element groups, ggml's way: byte j of a group
+// holds element j in its low nibble and element j + 16 in its high nibble, so GGUF
+// Q4_0/Q4_1 blocks are taken over byte for byte and one kernel reads all formats.
+// Scales are not double-quantized (an fp16 per 64 weights costs 0.25 bit/weight).
+//
+// Memory: NF4 4.25 bits/weight (0.27x bf16), Q4_0 4.5 (0.28x), Q4_1 5 (0.31x, as in
+// the file). 4-bit weights run on the CPU only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace kev {
+
+enum class QuantFormat { NF4, Q4_0, Q4_1 };
+const char* to_string(QuantFormat format);
+
+// QLoRA's NF4 code values (quantiles of N(0, 1) scaled to [-1, 1], with an exact 0).
+extern const std::array<float, 16> kNf4Codebook;
+
+struct QuantMatrix {
+    QuantFormat format = QuantFormat::NF4;
+    std::int64_t rows = 0;   // out features
+    std::int64_t cols = 0;   // in features, a multiple of `block`
+    std::int64_t block = 64; // elements per scale: 64 (NF4) or 32; always a multiple of 32
+    std::vector<std::uint8_t> codes;    // [rows * cols / 2] packed nibbles (see above)
+    std::vector<std::uint16_t> scales;  // [rows * cols / block] fp16 bits
+    std::vector<std::uint16_t> mins;    // [rows * cols / block] fp16 bits, Q4_1 only
+    std::array<float, 16> lut{};        // code -> value before scaling
+
+    std::int64_t blocks_per_row() const { return cols / block; }
+    std::int64_t bytes() const;  // codes + scales + mins
+};
+
+// Quantizes a dense [rows, cols] weight (any float dtype, CPU) to NF4: per block the
+// absmax becomes the scale and each element the nearest codebook value of w / absmax.
+// cols must be a multiple of 32 (block 64 when cols allows it, else 32); throws
+// InvalidArgument otherwise.
+QuantMatrix quantize_nf4(const at::Tensor& weight);
+
+// Takes GGUF Q4_0 or Q4_1 blocks over as they are: `data` holds rows * cols / 32 ggml
+// blocks (18 or 20 bytes each), `nbytes` how many bytes are readable there (checked).
+// Row r of the result is source row row_order[r] (identity when empty): the loader's
+// way of undoing llama.cpp's q/k row permutation without touching the codes.
+QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,
+                            std::int64_t cols, const std::vector<std::int64_t>& row_order = {});
+
+// Stacks matrices of one format and width row-wise (q | k | v, gate | up).
+QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts);
+
+// Rows [row_begin, row_end) dequantized to `dtype` (fp32, bf16 or fp16): [n, cols].
+at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t row_end, at::ScalarType dtype);
+inline at::Tensor dequantize(const QuantMatrix& q, at::ScalarType dtype) { return dequantize(q, 0, q.rows, dtype); }
+
+// y = x W^T (+ bias) for x [M, cols] (fp32, bf16 or fp16, CPU); y has x's dtype.
+// Decode shapes (M <= kQuantGemvMaxRows) use the fused dequantize-and-multiply kernel,
+// larger M dequantizes chunks of output rows and multiplies them with at::linear.
+constexpr std::int64_t kQuantGemvMaxRows = 16;
+at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias);
+
+// The fused kernel's instruction-set path. Chosen at run time from the CPU; the
+// environment variable KEV_Q4_KERNEL=avx512|avx2|scalar forces one (a forced path the
+// CPU lacks falls back to the best available one).
+enum class QuantKernel { Avx512, Avx2, Scalar };
+const char* to_string(QuantKernel kernel);
+QuantKernel quant_kernel();                       // the path used now
+bool quant_kernel_supported(QuantKernel kernel);  // whether this CPU can run it
+// Runs the fused kernel with an explicit path (tests compare paths); M <= kQuantGemvMaxRows.
+at::Tensor quant_gemv(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias, QuantKernel kernel);
+
+}  // namespace kev

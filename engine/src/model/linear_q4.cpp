@@ -1,0 +1,428 @@
+// The 4-bit multiply (kev/quant.h). Decoding is memory-bound: a step streams every
+// weight once, so for the decode shapes (M <= 16 rows, one per active card) the codes
+// are read once per call and expanded in registers, never to memory, and each
+// expanded weight vector is used for all M rows before the next one is made:
+//
+//   for each output row o (split across threads):
+//     for each block b of row o:      scaled table t = lut * d_b (+ m_b), 16 values
+//       for each 32-code group:       w = t[codes]  (one permute per 32 weights)
+//         for m in 0..M:              acc[m] += w . x[m]
+//     y[m, o] = sum(acc[m])
+//
+// Three paths, chosen at run time: AVX-512 (for half activations: bf16 weights and
+// activations, vdpbf16ps, 32 multiply-adds per instruction with fp32 accumulation; for
+// fp32 activations: fp32 FMAs), AVX2 (fp32, 8 lanes) and scalar. KEV_Q4_KERNEL forces
+// one so the tests can check that they agree. With bf16 activations, 9-16 rows use
+// dequantized tiles and oneDNN instead (see kFusedMaxRowsBf16).
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "half.h"
+#include "kev/error.h"
+#include "kev/quant.h"
+// GCC 12 warns inside its own _mm512_reduce_add_ps (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace kev {
+
+namespace {
+
+bool cpu_has(const char* a, const char* b = nullptr, const char* c = nullptr, const char* d = nullptr) {
+    __builtin_cpu_init();
+    for (const char* f : {a, b, c, d}) {
+        if (!f) continue;
+        // __builtin_cpu_supports needs a literal; compare against the few we use.
+        const std::string s(f);
+        bool ok = false;
+        if (s == "avx512f") ok = __builtin_cpu_supports("avx512f");
+        else if (s == "avx512bw") ok = __builtin_cpu_supports("avx512bw");
+        else if (s == "avx512bf16") ok = __builtin_cpu_supports("avx512bf16");
+        else if (s == "avx2") ok = __builtin_cpu_supports("avx2");
+        else if (s == "fma") ok = __builtin_cpu_supports("fma");
+        if (!ok) return false;
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------
+// AVX-512: x in bf16 [M, cols]; y fp32 [M, ldy].
+template <int MB>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c"))) void rows_avx512(
+    const QuantMatrix& w, const std::uint16_t* x, std::int64_t ldx, float* y, std::int64_t ldy, std::int64_t o0,
+    std::int64_t o1) {
+    const __m512 lut = _mm512_loadu_ps(w.lut.data());
+    const __m256i nibble = _mm256_set1_epi16(0x0f);
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
+    const bool has_min = !w.mins.empty();
+    for (std::int64_t o = o0; o < o1; ++o) {
+        __m512 acc[MB];
+        for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
+        const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            const float d = _cvtsh_ss(w.scales[o * bpr + b]);
+            __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(d));
+            if (has_min) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[o * bpr + b])));
+            // 16 bf16 table entries, repeated in both halves for the 32-lane permute.
+            const __m512i table = _mm512_broadcast_i64x4((__m256i)_mm512_cvtneps_pbh(t));
+            for (std::int64_t g = 0; g < B; g += 32) {
+                const std::int64_t i = b * B + g;
+                const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2)));
+                const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(c, nibble)),
+                                                       _mm256_srli_epi16(c, 4), 1);  // elements 0-15 | 16-31
+                const __m512bh wv = (__m512bh)_mm512_permutexvar_epi16(idx, table);
+                for (int m = 0; m < MB; ++m)
+                    acc[m] = _mm512_dpbf16_ps(acc[m], wv, (__m512bh)_mm512_loadu_si512(x + m * ldx + i));
+            }
+        }
+        for (int m = 0; m < MB; ++m) y[m * ldy + o] = _mm512_reduce_add_ps(acc[m]);
+    }
+}
+
+// Two output rows at a time, up to 8 rows of x: each x vector loaded once for both
+// weight rows (16 accumulators), halving the activation reads that bound M >= 4.
+#define KEV_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
+KEV_AVX512_BF16 inline __m512i block_table(const QuantMatrix& w, __m512 lut, std::int64_t at) {
+    __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[at])));
+    if (!w.mins.empty()) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[at])));
+    return _mm512_broadcast_i64x4((__m256i)_mm512_cvtneps_pbh(t));
+}
+
+KEV_AVX512_BF16 inline __m512bh expand32(const std::uint8_t* codes, __m512i table) {
+    const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+    const __m256i nibble = _mm256_set1_epi16(0x0f);
+    const __m512i idx =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(c, nibble)), _mm256_srli_epi16(c, 4), 1);
+    return (__m512bh)_mm512_permutexvar_epi16(idx, table);
+}
+
+template <int MB>
+KEV_AVX512_BF16 void row_pairs_avx512(const QuantMatrix& w, const std::uint16_t* x, std::int64_t ldx, float* y,
+                                      std::int64_t ldy, std::int64_t o0, std::int64_t o1) {
+    const __m512 lut = _mm512_loadu_ps(w.lut.data());
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block, half = w.cols / 2;
+    std::int64_t o = o0;
+    for (; o + 2 <= o1; o += 2) {
+        __m512 acc0[MB], acc1[MB];
+        for (int m = 0; m < MB; ++m) acc0[m] = acc1[m] = _mm512_setzero_ps();
+        const std::uint8_t* c0 = w.codes.data() + o * half;
+        const std::uint8_t* c1 = c0 + half;
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            const __m512i t0 = block_table(w, lut, o * bpr + b);
+            const __m512i t1 = block_table(w, lut, (o + 1) * bpr + b);
+            for (std::int64_t g = 0; g < B; g += 32) {
+                const std::int64_t i = b * B + g;
+                const __m512bh w0 = expand32(c0 + i / 2, t0);
+                const __m512bh w1 = expand32(c1 + i / 2, t1);
+                for (int m = 0; m < MB; ++m) {
+                    const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + m * ldx + i);
+                    acc0[m] = _mm512_dpbf16_ps(acc0[m], w0, xv);
+                    acc1[m] = _mm512_dpbf16_ps(acc1[m], w1, xv);
+                }
+            }
+        }
+        for (int m = 0; m < MB; ++m) {
+            y[m * ldy + o] = _mm512_reduce_add_ps(acc0[m]);
+            y[m * ldy + o + 1] = _mm512_reduce_add_ps(acc1[m]);
+        }
+    }
+    if (o < o1) rows_avx512<MB>(w, x, ldx, y, ldy, o, o1);
+}
+#undef KEV_AVX512_BF16
+
+// AVX-512 with fp32 activations (an fp32 working dtype): the same loop with the table
+// in fp32 and two 16-lane FMAs per 32 weights, so a row's result does not depend on
+// the rounding of bf16 and agrees with the dense fp32 path to float accuracy.
+template <int MB>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void rows_avx512_f32(
+    const QuantMatrix& w, const float* x, std::int64_t ldx, float* y, std::int64_t ldy, std::int64_t o0,
+    std::int64_t o1) {
+    const __m512 lut = _mm512_loadu_ps(w.lut.data());
+    const __m512i nibble = _mm512_set1_epi32(0x0f);
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
+    const bool has_min = !w.mins.empty();
+    for (std::int64_t o = o0; o < o1; ++o) {
+        __m512 acc[MB];
+        for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
+        const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[o * bpr + b])));
+            if (has_min) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[o * bpr + b])));
+            for (std::int64_t g = 0; g < B; g += 32) {
+                const std::int64_t i = b * B + g;
+                const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2)));
+                const __m512 w_lo = _mm512_permutexvar_ps(_mm512_and_si512(c, nibble), t);  // elements 0-15
+                const __m512 w_hi = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), t);      // elements 16-31
+                for (int m = 0; m < MB; ++m) {
+                    acc[m] = _mm512_fmadd_ps(w_lo, _mm512_loadu_ps(x + m * ldx + i), acc[m]);
+                    acc[m] = _mm512_fmadd_ps(w_hi, _mm512_loadu_ps(x + m * ldx + i + 16), acc[m]);
+                }
+            }
+        }
+        for (int m = 0; m < MB; ++m) y[m * ldy + o] = _mm512_reduce_add_ps(acc[m]);
+    }
+}
+
+// Rows [o0, o1) dequantized to bf16 [o1 - o0, cols] at dst: the table lookups of
+// rows_avx512, stored instead of multiplied.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c"))) void dequant_rows_bf16(
+    const QuantMatrix& w, std::uint16_t* dst, std::int64_t o0, std::int64_t o1) {
+    const __m512 lut = _mm512_loadu_ps(w.lut.data());
+    const __m256i nibble = _mm256_set1_epi16(0x0f);
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
+    const bool has_min = !w.mins.empty();
+    for (std::int64_t o = o0; o < o1; ++o) {
+        const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
+        std::uint16_t* out = dst + (o - o0) * w.cols;
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[o * bpr + b])));
+            if (has_min) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[o * bpr + b])));
+            const __m512i table = _mm512_broadcast_i64x4((__m256i)_mm512_cvtneps_pbh(t));
+            for (std::int64_t g = 0; g < B; g += 32) {
+                const std::int64_t i = b * B + g;
+                const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2)));
+                const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(c, nibble)),
+                                                       _mm256_srli_epi16(c, 4), 1);
+                _mm512_storeu_si512(out + i, _mm512_permutexvar_epi16(idx, table));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// AVX2: x in fp32 [M, cols]; 8 rows of x at a time (16 ymm registers in all).
+
+// 8 weights from 8 codes: two 8-entry permutes, picked by the code's bit 3.
+__attribute__((target("avx2,fma"))) inline __m256 expand(__m256i code, __m256 t_lo, __m256 t_hi) {
+    const __m256 sel = _mm256_castsi256_ps(_mm256_slli_epi32(code, 28));
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(t_lo, code), _mm256_permutevar8x32_ps(t_hi, code), sel);
+}
+
+template <int MB>
+__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const QuantMatrix& w, const float* x, std::int64_t ldx,
+                                                        float* y, std::int64_t ldy, std::int64_t o0, std::int64_t o1) {
+    const __m256 lut_lo = _mm256_loadu_ps(w.lut.data());
+    const __m256 lut_hi = _mm256_loadu_ps(w.lut.data() + 8);
+    const __m256i nibble = _mm256_set1_epi32(0x0f);
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
+    const bool has_min = !w.mins.empty();
+    for (std::int64_t o = o0; o < o1; ++o) {
+        __m256 acc[MB];
+        for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
+        const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(w.scales[o * bpr + b]));
+            const __m256 mn = _mm256_set1_ps(has_min ? _cvtsh_ss(w.mins[o * bpr + b]) : 0.0f);
+            const __m256 t_lo = _mm256_fmadd_ps(lut_lo, d, mn);
+            const __m256 t_hi = _mm256_fmadd_ps(lut_hi, d, mn);
+            for (std::int64_t g = 0; g < B; g += 32) {
+                const std::int64_t i = b * B + g;
+                const std::uint8_t* c = codes + i / 2;
+                for (int h = 0; h < 2; ++h) {  // bytes 0-7, then 8-15
+                    const __m256i bytes =
+                        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + 8 * h)));
+                    const __m256 w_lo = expand(_mm256_and_si256(bytes, nibble), t_lo, t_hi);  // elements 8h..8h+7
+                    const __m256 w_hi = expand(_mm256_srli_epi32(bytes, 4), t_lo, t_hi);       // elements 16+8h..
+                    for (int m = 0; m < MB; ++m) {
+                        const float* xm = x + m * ldx + i;
+                        acc[m] = _mm256_fmadd_ps(w_lo, _mm256_loadu_ps(xm + 8 * h), acc[m]);
+                        acc[m] = _mm256_fmadd_ps(w_hi, _mm256_loadu_ps(xm + 16 + 8 * h), acc[m]);
+                    }
+                }
+            }
+        }
+        for (int m = 0; m < MB; ++m) {
+            const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc[m]), _mm256_extractf128_ps(acc[m], 1));
+            const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+            y[m * ldy + o] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Scalar: x in fp32 [M, cols].
+void rows_scalar(const QuantMatrix& w, const float* x, std::int64_t ldx, std::int64_t M, float* y, std::int64_t ldy,
+                 std::int64_t o0, std::int64_t o1) {
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
+    float wb[64];
+    float acc[kQuantGemvMaxRows];
+    for (std::int64_t o = o0; o < o1; ++o) {
+        std::fill_n(acc, M, 0.0f);
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            const float d = fp16_to_float(w.scales[o * bpr + b]);
+            const float mn = w.mins.empty() ? 0.0f : fp16_to_float(w.mins[o * bpr + b]);
+            const std::uint8_t* c = w.codes.data() + (o * w.cols + b * B) / 2;
+            for (std::int64_t g = 0; g < B; g += 32) {
+                for (int j = 0; j < 16; ++j) {
+                    wb[g + j] = w.lut[c[g / 2 + j] & 0x0f] * d + mn;
+                    wb[g + j + 16] = w.lut[c[g / 2 + j] >> 4] * d + mn;
+                }
+            }
+            for (std::int64_t m = 0; m < M; ++m) {
+                const float* xm = x + m * ldx + b * B;
+                float s = 0.0f;
+                for (std::int64_t j = 0; j < B; ++j) s += wb[j] * xm[j];
+                acc[m] += s;
+            }
+        }
+        for (std::int64_t m = 0; m < M; ++m) y[m * ldy + o] = acc[m];
+    }
+}
+
+// MB is a template parameter (the accumulators live in registers); pick it at run time.
+template <int N, typename Fn>
+void with_rows(std::int64_t mb, Fn&& fn) {
+    if constexpr (N >= 1) {
+        if (mb == N) return fn(std::integral_constant<int, N>{});
+        with_rows<N - 1>(mb, fn);
+    }
+}
+
+QuantKernel best_kernel() {
+    if (cpu_has("avx512f", "avx512bw", "avx512bf16")) return QuantKernel::Avx512;
+    if (cpu_has("avx2", "fma")) return QuantKernel::Avx2;
+    return QuantKernel::Scalar;
+}
+
+}  // namespace
+
+const char* to_string(QuantKernel kernel) {
+    switch (kernel) {
+        case QuantKernel::Avx512: return "avx512";
+        case QuantKernel::Avx2: return "avx2";
+        case QuantKernel::Scalar: return "scalar";
+    }
+    return "?";
+}
+
+bool quant_kernel_supported(QuantKernel kernel) {
+    switch (kernel) {
+        case QuantKernel::Avx512: return best_kernel() == QuantKernel::Avx512;
+        case QuantKernel::Avx2: return best_kernel() != QuantKernel::Scalar;
+        case QuantKernel::Scalar: return true;
+    }
+    return false;
+}
+
+QuantKernel quant_kernel() {
+    static const QuantKernel chosen = [] {
+        const char* e = std::getenv("KEV_Q4_KERNEL");
+        const std::string want = e ? e : "";
+        QuantKernel k = best_kernel();
+        if (want == "avx2" && quant_kernel_supported(QuantKernel::Avx2)) k = QuantKernel::Avx2;
+        if (want == "scalar") k = QuantKernel::Scalar;
+        return k;
+    }();
+    return chosen;
+}
+
+at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Tensor& bias, QuantKernel kernel) {
+    if (x_in.dim() != 2 || x_in.size(1) != w.cols || x_in.size(0) < 1 || x_in.size(0) > kQuantGemvMaxRows ||
+        !x_in.device().is_cpu())
+        throw Error(ErrorCode::InvalidArgument, "quant_gemv: x must be [1..16, cols] on the CPU");
+    if (!quant_kernel_supported(kernel)) kernel = QuantKernel::Scalar;
+    const std::int64_t M = x_in.size(0), I = w.cols, O = w.rows;
+    at::Tensor y = at::empty({M, O}, at::kFloat);  // [M, O] fp32 accumulators
+    float* yp = y.data_ptr<float>();
+    // Enough output rows per task that a thread streams a few hundred KB of codes.
+    const std::int64_t grain = std::max<std::int64_t>(8, (1 << 18) / (I / 2 + 1));
+    if (kernel == QuantKernel::Avx512 && x_in.scalar_type() != at::kFloat) {
+        const at::Tensor x = x_in.to(at::kBFloat16).contiguous();  // [M, I]
+        const auto* xp = reinterpret_cast<const std::uint16_t*>(x.data_ptr<at::BFloat16>());
+        at::parallel_for(0, O, grain, [&](std::int64_t o0, std::int64_t o1) {
+            if (M <= 2) {
+                with_rows<2>(M, [&](auto mb) { rows_avx512<decltype(mb)::value>(w, xp, I, yp, O, o0, o1); });
+                return;
+            }
+            for (std::int64_t m = 0; m < M; m += 8) {
+                with_rows<8>(std::min<std::int64_t>(8, M - m), [&](auto mb) {
+                    row_pairs_avx512<decltype(mb)::value>(w, xp + m * I, I, yp + m * O, O, o0, o1);
+                });
+            }
+        });
+    } else {
+        const at::Tensor x = x_in.to(at::kFloat).contiguous();  // [M, I]
+        const float* xp = x.data_ptr<float>();
+        at::parallel_for(0, O, grain, [&](std::int64_t o0, std::int64_t o1) {
+            if (kernel == QuantKernel::Scalar) return rows_scalar(w, xp, I, M, yp, O, o0, o1);
+            if (kernel == QuantKernel::Avx512) {
+                return with_rows<kQuantGemvMaxRows>(
+                    M, [&](auto mb) { rows_avx512_f32<decltype(mb)::value>(w, xp, I, yp, O, o0, o1); });
+            }
+            for (std::int64_t m = 0; m < M; m += 8) {
+                with_rows<8>(std::min<std::int64_t>(8, M - m),
+                             [&](auto mb) { rows_avx2<decltype(mb)::value>(w, xp + m * I, I, yp + m * O, O, o0, o1); });
+            }
+        });
+    }
+    if (bias.defined()) y.add_(bias.to(at::kFloat));
+    return x_in.scalar_type() == at::kFloat ? y : y.to(x_in.scalar_type());
+}
+
+namespace {
+
+// bf16 activations, more rows than kFusedMaxRowsBf16: dequantize tiles of output rows
+// (~4 MB) to bf16 and multiply each with at::linear (oneDNN, AMX where present).
+// Measured with kev-bench q4kernel (one thread, best of 20): at 16 rows tiles take 3.0 ms
+// (9728x896) and 1.6 ms (896x4864) against the fused kernel's 4.5 and 2.1 ms; at 8 rows
+// the fused kernel wins (2.2 / 1.1 ms against 2.9 / 1.6 ms), its vdpbf16ps rate being
+// the limit there, not memory. Each block is still read once per call; the whole dense
+// matrix never exists.
+constexpr std::int64_t kFusedMaxRowsBf16 = 8;
+
+at::Tensor tiled_bf16(const at::Tensor& x, const QuantMatrix& w) {
+    const std::int64_t M = x.size(0), O = w.rows;
+    at::Tensor y = at::empty({M, O}, x.options());  // [M, O]
+    const std::int64_t tile = std::max<std::int64_t>(32, (4 << 20) / (2 * w.cols)) / 16 * 16;
+    at::Tensor scratch = at::empty({tile, w.cols}, x.options());  // [tile, I]
+    auto* sp = reinterpret_cast<std::uint16_t*>(scratch.data_ptr<at::BFloat16>());
+    for (std::int64_t r0 = 0; r0 < O; r0 += tile) {
+        const std::int64_t n = std::min(tile, O - r0);
+        at::parallel_for(0, n, 16, [&](std::int64_t a, std::int64_t b) {
+            dequant_rows_bf16(w, sp + a * w.cols, r0 + a, r0 + b);
+        });
+        y.narrow(1, r0, n).copy_(at::linear(x, scratch.narrow(0, 0, n)));
+    }
+    return y;
+}
+
+}  // namespace
+
+at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias) {
+    if (!x.device().is_cpu()) throw Error(ErrorCode::Unsupported, "4-bit weights run on the CPU only");
+    // x may carry leading batch dimensions; the kernel sees [M, cols].
+    const auto lead = x.sizes().slice(0, x.dim() - 1).vec();
+    const at::Tensor x2 = x.reshape({-1, w.cols});  // [M, I]
+    const std::int64_t M = x2.size(0);
+    const bool bf16 = x2.scalar_type() == at::kBFloat16 && quant_kernel() == QuantKernel::Avx512;
+    at::Tensor y;
+    if (M >= 1 && M <= (bf16 ? kFusedMaxRowsBf16 : kQuantGemvMaxRows)) {
+        y = quant_gemv(x2, w, bias, quant_kernel());
+    } else if (bf16) {
+        y = tiled_bf16(x2.contiguous(), w);
+        if (bias.defined()) y.add_(bias.to(y.scalar_type()));
+    } else {
+        // Prefill: dequantize a chunk of output rows at a time (a few MB), never the whole
+        // matrix, and let at::linear do the compute-bound multiply.
+        y = at::empty({M, w.rows}, x2.options());  // [M, O]
+        const std::int64_t chunk = std::max<std::int64_t>(64, (8 << 20) / (4 * w.cols)) / 32 * 32;
+        const at::ScalarType dt = x2.scalar_type() == at::kHalf ? at::kFloat : x2.scalar_type();
+        const at::Tensor xc = x2.to(dt);
+        for (std::int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+            const std::int64_t r1 = std::min(w.rows, r0 + chunk);
+            y.narrow(1, r0, r1 - r0).copy_(at::linear(xc, dequantize(w, r0, r1, dt)));
+        }
+        if (bias.defined()) y.add_(bias.to(y.scalar_type()));
+    }
+    std::vector<std::int64_t> shape = lead;
+    shape.push_back(w.rows);
+    return y.view(shape);
+}
+
+}  // namespace kev

@@ -1,0 +1,183 @@
+// 4-bit blocks: NF4 quantization, GGUF Q4_0/Q4_1 blocks taken over, dequantization.
+// The multiply lives in linear_q4.cpp.
+#include "kev/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Half.h>
+
+#include "half.h"
+#include "kev/error.h"
+
+namespace kev {
+
+// bitsandbytes' NF4 table (QLoRA, appendix E): the 2^4 quantiles of a standard
+// normal, normalised so the extremes are -1 and 1, with 0 represented exactly.
+const std::array<float, 16> kNf4Codebook = {
+    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+    -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+    0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
+    0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f,
+};
+
+namespace {
+
+std::array<float, 16> lut_of(QuantFormat f) {
+    std::array<float, 16> lut{};
+    for (int i = 0; i < 16; ++i) {
+        switch (f) {
+            case QuantFormat::NF4: lut[i] = kNf4Codebook[i]; break;
+            case QuantFormat::Q4_0: lut[i] = static_cast<float>(i - 8); break;
+            case QuantFormat::Q4_1: lut[i] = static_cast<float>(i); break;
+        }
+    }
+    return lut;
+}
+
+std::uint16_t to_fp16_bits(float f) { return c10::Half(f).x; }
+
+// Nearest NF4 code of v in [-1, 1]: the codebook is sorted, so compare with midpoints.
+int nearest_nf4(float v) {
+    int code = 0;
+    for (int i = 1; i < 16; ++i) {
+        if (v > 0.5f * (kNf4Codebook[i - 1] + kNf4Codebook[i])) code = i;
+    }
+    return code;
+}
+
+}  // namespace
+
+const char* to_string(QuantFormat format) {
+    switch (format) {
+        case QuantFormat::NF4: return "nf4";
+        case QuantFormat::Q4_0: return "q4_0";
+        case QuantFormat::Q4_1: return "q4_1";
+    }
+    return "?";
+}
+
+std::int64_t QuantMatrix::bytes() const {
+    return static_cast<std::int64_t>(codes.size() + 2 * scales.size() + 2 * mins.size());
+}
+
+QuantMatrix quantize_nf4(const at::Tensor& weight) {
+    if (weight.dim() != 2 || weight.size(1) % 32 != 0 || weight.size(1) == 0)
+        throw Error(ErrorCode::InvalidArgument, "quantize_nf4: the weight's rows must be a multiple of 32 long");
+    const at::Tensor w = weight.to(at::kCPU, at::kFloat).contiguous();  // [rows, cols]
+    QuantMatrix q;
+    q.format = QuantFormat::NF4;
+    q.rows = w.size(0);
+    q.cols = w.size(1);
+    q.block = q.cols % 64 == 0 ? 64 : 32;
+    q.lut = lut_of(QuantFormat::NF4);
+    q.codes.assign(static_cast<std::size_t>(q.rows * q.cols / 2), 0);
+    q.scales.assign(static_cast<std::size_t>(q.rows * q.blocks_per_row()), 0);
+    const float* src = w.data_ptr<float>();
+    at::parallel_for(0, q.rows, 16, [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+            for (std::int64_t b = 0; b < q.blocks_per_row(); ++b) {
+                const float* x = src + r * q.cols + b * q.block;
+                float absmax = 0.0f;
+                for (std::int64_t j = 0; j < q.block; ++j) absmax = std::max(absmax, std::fabs(x[j]));
+                const std::uint16_t d_bits = to_fp16_bits(absmax);
+                q.scales[r * q.blocks_per_row() + b] = d_bits;
+                // Normalise by the scale as stored, so the decoded value is the nearest one.
+                const float d = fp16_to_float(d_bits);
+                const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+                std::uint8_t* out = q.codes.data() + (r * q.cols + b * q.block) / 2;
+                for (std::int64_t g = 0; g < q.block; g += 32) {
+                    for (int j = 0; j < 16; ++j) {
+                        const int lo = nearest_nf4(x[g + j] * inv);
+                        const int hi = nearest_nf4(x[g + j + 16] * inv);
+                        out[g / 2 + j] = static_cast<std::uint8_t>(lo | hi << 4);
+                    }
+                }
+            }
+        }
+    });
+    return q;
+}
+
+QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,
+                            std::int64_t cols, const std::vector<std::int64_t>& row_order) {
+    if (format == QuantFormat::NF4) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: NF4 is not a ggml format");
+    if (rows <= 0 || cols <= 0 || cols % 32 != 0)
+        throw Error(ErrorCode::Format, "4-bit blocks: a row of " + std::to_string(cols) + " is not whole 32-element blocks");
+    const bool has_min = format == QuantFormat::Q4_1;
+    const std::int64_t block_bytes = has_min ? 20 : 18, head = has_min ? 4 : 2;
+    const std::int64_t bpr = cols / 32;
+    if (nbytes / static_cast<std::uint64_t>(block_bytes) / static_cast<std::uint64_t>(bpr) < static_cast<std::uint64_t>(rows))
+        throw Error(ErrorCode::Format, "4-bit blocks: the tensor's data is shorter than its shape needs");
+    if (!row_order.empty() && static_cast<std::int64_t>(row_order.size()) != rows)
+        throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
+    QuantMatrix q;
+    q.format = format;
+    q.rows = rows;
+    q.cols = cols;
+    q.block = 32;
+    q.lut = lut_of(format);
+    q.codes.resize(static_cast<std::size_t>(rows * cols / 2));
+    q.scales.resize(static_cast<std::size_t>(rows * bpr));
+    if (has_min) q.mins.resize(q.scales.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t src_row = row_order.empty() ? r : row_order[r];
+        if (src_row < 0 || src_row >= rows) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order out of range");
+        const std::uint8_t* blk = data + src_row * bpr * block_bytes;
+        for (std::int64_t b = 0; b < bpr; ++b, blk += block_bytes) {
+            q.scales[r * bpr + b] = load_u16(blk);
+            if (has_min) q.mins[r * bpr + b] = load_u16(blk + 2);
+            std::memcpy(q.codes.data() + (r * bpr + b) * 16, blk + head, 16);
+        }
+    }
+    return q;
+}
+
+QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts) {
+    if (parts.empty()) throw Error(ErrorCode::InvalidArgument, "concat_rows: nothing to stack");
+    QuantMatrix q;
+    q.format = parts[0].format;
+    q.cols = parts[0].cols;
+    q.block = parts[0].block;
+    q.lut = parts[0].lut;
+    for (const auto& p : parts) {
+        if (p.format != q.format || p.cols != q.cols || p.block != q.block)
+            throw Error(ErrorCode::InvalidArgument, "concat_rows: parts differ in format or width");
+        q.rows += p.rows;
+        q.codes.insert(q.codes.end(), p.codes.begin(), p.codes.end());
+        q.scales.insert(q.scales.end(), p.scales.begin(), p.scales.end());
+        q.mins.insert(q.mins.end(), p.mins.begin(), p.mins.end());
+    }
+    return q;
+}
+
+at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t row_end, at::ScalarType dtype) {
+    if (row_begin < 0 || row_end > q.rows || row_begin > row_end)
+        throw Error(ErrorCode::InvalidArgument, "dequantize: rows outside the matrix");
+    const std::int64_t n = row_end - row_begin, bpr = q.blocks_per_row();
+    at::Tensor out = at::empty({n, q.cols}, at::kFloat);  // [n, cols]
+    float* y = out.data_ptr<float>();
+    at::parallel_for(0, n, 16, [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+            const std::int64_t row = row_begin + r;
+            for (std::int64_t b = 0; b < bpr; ++b) {
+                const float d = fp16_to_float(q.scales[row * bpr + b]);
+                const float m = q.mins.empty() ? 0.0f : fp16_to_float(q.mins[row * bpr + b]);
+                const std::uint8_t* c = q.codes.data() + (row * q.cols + b * q.block) / 2;
+                float* yb = y + r * q.cols + b * q.block;
+                for (std::int64_t g = 0; g < q.block; g += 32) {
+                    for (int j = 0; j < 16; ++j) {
+                        yb[g + j] = q.lut[c[g / 2 + j] & 0x0f] * d + m;
+                        yb[g + j + 16] = q.lut[c[g / 2 + j] >> 4] * d + m;
+                    }
+                }
+            }
+        }
+    });
+    return dtype == at::kFloat ? out : out.to(dtype);
+}
+
+}  // namespace kev

@@ -1,0 +1,310 @@
+// 4-bit weights (kev/quant.h): NF4 round trip, GGUF Q4_0/Q4_1 blocks kept exactly,
+// the fused kernel's paths against dequantize-then-multiply, the 4-bit forward against
+// fp32, and the isolation invariant in 4-bit.
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include <ATen/ATen.h>
+#include <c10/util/Half.h>
+
+#include "kev/error.h"
+#include "kev/generator.h"
+#include "kev/gguf.h"
+#include "kev/model.h"
+#include "kev/quant.h"
+#include "kev_test_env.h"
+
+namespace {
+
+std::unique_ptr<kev::Model> loadModel(const std::string& path, kev::DType dtype, kev::WeightQuant quant) {
+    kev::LoadOptions options;
+    options.dtype = dtype;
+    options.quant = quant;
+    return kev::Model::load(path, options);
+}
+
+QString tinyDir(const QString& preset) {
+    const QString dir = kevtest::workDir("quant-" + preset);
+    if (!QFile::exists(dir + "/config.json")) kevtest::runReference("make_random_model.py", {"--preset", preset, "--out", dir});
+    return dir;
+}
+
+// Random ggml Q4_0 / Q4_1 blocks: rows * cols / 32 blocks of [d][m][16 bytes].
+std::vector<std::uint8_t> randomGgmlBlocks(kev::QuantFormat f, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+    const int head = f == kev::QuantFormat::Q4_1 ? 4 : 2;
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 32 * (head + 16)));
+    std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (std::size_t b = 0; b < bytes.size(); b += head + 16) {
+        for (int h = 0; h < head; h += 2) {
+            const std::uint16_t v = c10::Half(scale(rng)).x;
+            bytes[b + h] = static_cast<std::uint8_t>(v & 0xff);
+            bytes[b + h + 1] = static_cast<std::uint8_t>(v >> 8);
+        }
+        for (int j = 0; j < 16; ++j) bytes[b + head + j] = static_cast<std::uint8_t>(byte(rng));
+    }
+    return bytes;
+}
+
+kev::QuantMatrix randomMatrix(kev::QuantFormat f, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+    if (f == kev::QuantFormat::NF4) {
+        at::manual_seed(rng());
+        return kev::quantize_nf4(at::randn({rows, cols}) * 0.05);
+    }
+    const auto bytes = randomGgmlBlocks(f, rows, cols, rng);
+    return kev::quant_from_ggml(f, bytes.data(), bytes.size(), rows, cols);
+}
+
+// A copy of `w` with every 4-bit linear layer replaced by its dequantized fp32 weight.
+kev::ModelWeights dequantizedCopy(const kev::ModelWeights& w) {
+    kev::ModelWeights d = w;
+    auto dense = [](kev::Linear& l) {
+        if (!l.quant) return;
+        l.weight = kev::dequantize(*l.quant, at::kFloat);
+        l.quant.reset();
+    };
+    dense(d.lm_head);
+    for (auto& l : d.layers)
+        for (kev::Linear* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) dense(*lin);
+    return d;
+}
+
+at::Tensor promptLogits(const kev::Model& m, const std::vector<std::int64_t>& tokens) {
+    kev::KvCache cache = m.make_cache(static_cast<std::int64_t>(tokens.size()));
+    at::Tensor all;
+    // Prefill the first half in one forward (the chunked path), then decode token by
+    // token (the fused kernel), so both 4-bit paths are covered.
+    const std::int64_t half = static_cast<std::int64_t>(tokens.size()) / 2;
+    std::vector<at::Tensor> rows{
+        m.forward(kev::single_sequence_batch({tokens.begin(), tokens.begin() + half}, 0, false), cache)};
+    for (std::int64_t i = half; i < static_cast<std::int64_t>(tokens.size()); ++i)
+        rows.push_back(m.forward(kev::single_sequence_batch({tokens[i]}, i, false), cache));
+    return at::cat(rows, 0);  // [T, V]
+}
+
+}  // namespace
+
+class TestQuant : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void nf4CodebookValuesComeBackExactly() {
+        // Blocks made of codebook values times a scale that fp16 holds exactly, each with
+        // a +-1 entry so the absmax is the scale: every element decodes to itself.
+        std::mt19937 rng(1);
+        std::uniform_int_distribution<int> code(0, 15);
+        const float scales[] = {0.5f, 0.125f, 3.0f, 0.0078125f};
+        at::Tensor w = at::empty({4, 256});
+        for (int r = 0; r < 4; ++r)
+            for (int j = 0; j < 256; ++j)
+                w[r][j] = kev::kNf4Codebook[j % 64 == 7 ? 0 : code(rng)] * scales[r];
+        const kev::QuantMatrix q = kev::quantize_nf4(w);
+        QCOMPARE(q.block, std::int64_t{64});
+        QCOMPARE(q.bytes(), std::int64_t{4 * 256 / 2 + 4 * 4 * 2});
+        QVERIFY(at::equal(kev::dequantize(q, at::kFloat), w));
+        QVERIFY(at::equal(kev::dequantize(q, at::kFloat).narrow(0, 1, 2), kev::dequantize(q, 1, 3, at::kFloat)));
+    }
+
+    void nf4ErrorWithinTheScaleBound() {
+        // |x - decoded| <= d * (largest half gap of the codebook) + |absmax - d|, where
+        // d is the block's absmax rounded to fp16 (the value may then exceed d).
+        float halfGap = 0.0f;
+        for (int i = 1; i < 16; ++i) halfGap = std::max(halfGap, 0.5f * (kev::kNf4Codebook[i] - kev::kNf4Codebook[i - 1]));
+        at::manual_seed(3);
+        const at::Tensor w = at::randn({64, 352}) * at::rand({64, 1}) * 4;  // varied row scales; 352 = 11 x 32
+        const kev::QuantMatrix q = kev::quantize_nf4(w);
+        QCOMPARE(q.block, std::int64_t{32});
+        const at::Tensor err = (kev::dequantize(q, at::kFloat) - w).abs().view({64, 11, 32}).amax(-1);  // [64, 11]
+        const at::Tensor absmax = w.abs().view({64, 11, 32}).amax(-1);
+        const at::Tensor d = absmax.to(at::kHalf).to(at::kFloat);
+        const at::Tensor bound = d * halfGap + (absmax - d).abs() + 1e-6;
+        QVERIFY2(at::all(err <= bound).item<bool>(), qPrintable(QString("worst excess %1").arg((err - bound).max().item<float>())));
+        // And the error is a real 4-bit error, not zero: the codebook is used.
+        QVERIFY(err.max().item<float>() > 0.0f);
+    }
+
+    void ggmlBlocksKeptEqualGgmlDequantization() {
+        std::mt19937 rng(5);
+        for (auto f : {kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+            const std::int64_t rows = 7, cols = 96;
+            const auto bytes = randomGgmlBlocks(f, rows, cols, rng);
+            const kev::QuantMatrix q = kev::quant_from_ggml(f, bytes.data(), bytes.size(), rows, cols);
+            QCOMPARE(q.bytes(), static_cast<std::int64_t>(bytes.size()));  // nothing added to the file's blocks
+            at::Tensor ref = at::empty({rows, cols});
+            kev::ggml_dequantize(f == kev::QuantFormat::Q4_0 ? kev::GgmlType::Q4_0 : kev::GgmlType::Q4_1, bytes.data(),
+                                 ref.data_ptr<float>(), rows * cols);
+            QVERIFY(at::equal(kev::dequantize(q, at::kFloat), ref));
+            // A row order moves whole rows; a short buffer is refused.
+            const kev::QuantMatrix p = kev::quant_from_ggml(f, bytes.data(), bytes.size(), rows, cols, {6, 5, 4, 3, 2, 1, 0});
+            QVERIFY(at::equal(kev::dequantize(p, at::kFloat), ref.flip(0)));
+            QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(f, bytes.data(), bytes.size() - 1, rows, cols));
+        }
+    }
+
+    void builtinModelKeepsItsQ4_1Blocks() {
+        // The built-in model's linear weights are Q4_1: kept, they decode to exactly the
+        // fp32 weights the dense loader makes (llama q/k row permutation included).
+        const std::string path = kevtest::builtinModel().toStdString();
+        const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
+        const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
+        const kev::WeightMemory mem = kept->weights().memory();
+        QVERIFY(mem.q4_1 > 0);
+        QVERIFY(mem.nf4 > 0);  // the tied head (Q8_0 embedding in the file) gets an NF4 copy
+        QCOMPARE(mem.dense_linear, std::int64_t{0});
+        QCOMPARE(kept->weights().bytes(), mem.total());
+        for (int l : {0, 29}) {
+            const auto& k = kept->weights().layers[l];
+            const auto& d = dense->weights().layers[l];
+            QCOMPARE(k.qkv.quant->format, kev::QuantFormat::Q4_1);
+            QVERIFY(at::equal(kev::dequantize(*k.qkv.quant, at::kFloat), d.qkv.weight));
+            QVERIFY(at::equal(kev::dequantize(*k.gate_up.quant, at::kFloat), d.gate_up.weight));
+            QVERIFY(at::equal(kev::dequantize(*k.down.quant, at::kFloat), d.down.weight));
+        }
+        // Forcing NF4 re-quantizes every linear layer.
+        const auto nf4 = loadModel(path, kev::DType::BF16, kev::WeightQuant::NF4);
+        QCOMPARE(nf4->weights().memory().q4_1, std::int64_t{0});
+        QCOMPARE(nf4->weights().layers[3].o.quant->format, kev::QuantFormat::NF4);
+        QVERIFY(nf4->weights().embed.defined());  // the embedding stays for the lookup
+        QCOMPARE(nf4->weights().embed.scalar_type(), at::kBFloat16);
+    }
+
+    void kernelPathsAgree_data() {
+        QTest::addColumn<int>("format");
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<bool>("withBias");
+        QTest::newRow("nf4 37x96 bias") << int(kev::QuantFormat::NF4) << 37 << 96 << true;
+        QTest::newRow("nf4 130x256") << int(kev::QuantFormat::NF4) << 130 << 256 << false;
+        QTest::newRow("q4_0 33x160") << int(kev::QuantFormat::Q4_0) << 33 << 160 << false;
+        QTest::newRow("q4_1 65x64 bias") << int(kev::QuantFormat::Q4_1) << 65 << 64 << true;
+    }
+
+    void kernelPathsAgree() {
+        QFETCH(int, format);
+        QFETCH(int, rows);
+        QFETCH(int, cols);
+        QFETCH(bool, withBias);
+        std::mt19937 rng(static_cast<unsigned>(rows * 31 + cols));
+        const kev::QuantMatrix q = randomMatrix(static_cast<kev::QuantFormat>(format), rows, cols, rng);
+        const at::Tensor w = kev::dequantize(q, at::kFloat);  // [rows, cols]
+        const at::Tensor bias = withBias ? at::randn({rows}) : at::Tensor();
+        for (std::int64_t M = 1; M <= 16; ++M) {
+            const at::Tensor x = at::randn({M, cols});
+            at::Tensor ref = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t());  // [M, rows]
+            if (withBias) ref = ref + bias.to(at::kDouble);
+            // Rounding allowance per output: relative to sum |w x|.
+            const at::Tensor mag = at::matmul(x.abs().to(at::kDouble), w.abs().to(at::kDouble).t()) + 1e-3;
+            for (auto k : {kev::QuantKernel::Scalar, kev::QuantKernel::Avx2, kev::QuantKernel::Avx512}) {
+                if (!kev::quant_kernel_supported(k)) continue;
+                const at::Tensor y = kev::quant_gemv(x, q, bias, k).to(at::kDouble);
+                const double worst = ((y - ref).abs() / mag).max().item<double>();
+                QVERIFY2(worst <= 1e-5, qPrintable(QString("%1 M=%2: %3").arg(kev::to_string(k)).arg(M).arg(worst)));
+                // bf16 activations: bf16-rounded weights and inputs (2^-8 relative each).
+                const at::Tensor xb = x.to(at::kBFloat16);
+                at::Tensor refb = at::matmul(xb.to(at::kDouble), w.to(at::kDouble).t());
+                if (withBias) refb = refb + bias.to(at::kDouble);
+                const at::Tensor yb = kev::quant_gemv(xb, q, bias, k);
+                QCOMPARE(yb.scalar_type(), at::kBFloat16);
+                const double worstb = ((yb.to(at::kDouble) - refb).abs() / mag).max().item<double>();
+                QVERIFY2(worstb <= 1.6e-2, qPrintable(QString("bf16 %1 M=%2: %3").arg(kev::to_string(k)).arg(M).arg(worstb)));
+            }
+        }
+        // Prefill shapes (M > 16) go through chunked dequantization; leading dims kept.
+        const at::Tensor x = at::randn({2, 20, cols});
+        at::Tensor ref = at::matmul(x, w.t());
+        if (withBias) ref = ref + bias;
+        const at::Tensor y = kev::quant_linear(x, q, bias);
+        QCOMPARE(y.sizes().vec(), (std::vector<std::int64_t>{2, 20, rows}));
+        QVERIFY(at::allclose(y, ref, 1e-4, 1e-4));
+        // bf16 prefill: tiles dequantized to bf16 (AVX-512) or the generic path.
+        const at::Tensor xb = x.to(at::kBFloat16);
+        at::Tensor refb = at::matmul(xb.to(at::kFloat), w.to(at::kBFloat16).to(at::kFloat).t());
+        if (withBias) refb = refb + bias;
+        const at::Tensor yb = kev::quant_linear(xb, q, bias);
+        QCOMPARE(yb.scalar_type(), at::kBFloat16);
+        const at::Tensor magb = at::matmul(xb.to(at::kFloat).abs(), w.abs().t()) + 1e-3;
+        const double worstb = ((yb.to(at::kFloat) - refb).abs() / magb).max().item<double>();
+        QVERIFY2(worstb <= 1e-2, qPrintable(QString("bf16 prefill: %1").arg(worstb)));
+    }
+
+    void forward4bitNearFp32_data() {
+        QTest::addColumn<QString>("preset");
+        for (const char* p : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) QTest::newRow(p) << QString(p);
+    }
+
+    void forward4bitNearFp32() {
+        QFETCH(QString, preset);
+        const std::string dir = tinyDir(preset).toStdString();
+        const auto fp32 = loadModel(dir, kev::DType::F32, kev::WeightQuant::None);
+        const auto q4 = loadModel(dir, kev::DType::F32, kev::WeightQuant::NF4);
+        QVERIFY(q4->weights().bytes() < fp32->weights().bytes());
+        std::mt19937 rng(7);
+        std::uniform_int_distribution<int> tok(3, 511);
+        std::vector<std::int64_t> tokens(24);
+        for (auto& t : tokens) t = tok(rng);
+        const at::Tensor ref = promptLogits(*fp32, tokens);  // [T, V]
+        const at::Tensor got = promptLogits(*q4, tokens);
+        // 1. Plumbing: the 4-bit model computes exactly the fp32 model whose weights are
+        //    the dequantized 4-bit ones (float rounding only).
+        const kev::Model same(q4->config(), dequantizedCopy(q4->weights()), kev::Device::Cpu, kev::DType::F32);
+        const at::Tensor exact = promptLogits(same, tokens);
+        QVERIFY2(at::allclose(got, exact, 1e-4, 1e-4), qPrintable(QString::number((got - exact).abs().max().item<float>())));
+        // 2. Quantization error. NF4 perturbs each weight matrix by a relative (Frobenius)
+        //    error e (measured below, ~0.1 for these Gaussian weights). A logit is reached
+        //    through at most 2 layers x 3 matmuls + the head; to first order the relative
+        //    errors of independent perturbations add in quadrature, so the logit error is
+        //    about e * sqrt(7) ~ 0.26. The bound allows 2x that for the nonlinearities.
+        double e = 0;
+        const auto& wq = q4->weights();
+        const auto& wf = fp32->weights();
+        for (std::size_t l = 0; l < wq.layers.size(); ++l) {
+            const std::pair<const kev::Linear*, const kev::Linear*> pairs[] = {
+                {&wq.layers[l].qkv, &wf.layers[l].qkv}, {&wq.layers[l].o, &wf.layers[l].o},
+                {&wq.layers[l].gate_up, &wf.layers[l].gate_up}, {&wq.layers[l].down, &wf.layers[l].down}};
+            for (const auto& [a, b] : pairs)
+                e = std::max(e, ((kev::dequantize(*a->quant, at::kFloat) - b->weight).norm() / b->weight.norm()).item<double>());
+        }
+        QVERIFY2(e > 0.02 && e < 0.15, qPrintable(QString("weight error %1").arg(e)));
+        const double rel = ((got - ref).norm() / ref.norm()).item<double>();
+        QVERIFY2(rel <= 2 * e * std::sqrt(7.0), qPrintable(QString("logit error %1, weight error %2").arg(rel).arg(e)));
+    }
+
+    void isolationHoldsIn4Bit() {
+        // A card's tokens and logits are the same packed and alone (fp32 activations,
+        // NF4 weights: each row's result does not depend on the other rows).
+        const auto m = loadModel(tinyDir("tiny-qwen2").toStdString(), kev::DType::F32, kev::WeightQuant::NF4);
+        std::mt19937 rng(11);
+        std::uniform_int_distribution<int> tok(3, 511), len(2, 30);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 6; ++c) {
+            kev::TokenCard card;
+            card.prompt.resize(static_cast<std::size_t>(len(rng)));
+            for (auto& t : card.prompt) t = tok(rng);
+            card.sampling.temperature = 0.0f;
+            card.sampling.max_new_tokens = 6 + 2 * c;
+            cards.push_back(card);
+        }
+        kev::Generator g(*m, nullptr, std::nullopt);
+        kev::RunOptions o;
+        o.keep_logits = true;
+        o.ignore_end_of_sequence = true;
+        const kev::GenerationResult packed = g.run(g.prepare_tokens(cards, {}), o);
+        for (std::size_t c = 0; c < cards.size(); ++c) {
+            const kev::GenerationResult alone = g.run(g.prepare_tokens({cards[c]}, {}), o);
+            QCOMPARE(packed.cards[c].tokens, alone.cards[0].tokens);
+            QCOMPARE(packed.cards[c].tokens.size(), static_cast<std::size_t>(cards[c].sampling.max_new_tokens));
+            for (std::size_t s = 0; s < alone.cards[0].logits.size(); ++s) {
+                float d = 0;
+                for (std::size_t v = 0; v < alone.cards[0].logits[s].size(); ++v)
+                    d = std::max(d, std::fabs(packed.cards[c].logits[s][v] - alone.cards[0].logits[s][v]));
+                QVERIFY2(d <= 1e-4f, qPrintable(QString("card %1 step %2: %3").arg(c).arg(s).arg(d)));
+            }
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestQuant)
+#include "tst_quant.moc"
