@@ -1,7 +1,7 @@
 // The CPU kernels a bf16 linear layer can run on, and a switch for tests and
-// benchmarks. Auto picks AMX when the CPU and the OS allow it (any number of rows:
-// decode steps and prefill), else AVX512-BF16 (decode shapes, up to 16 rows), else
-// libtorch's own linear. The environment variable KEV_BF16_KERNEL=amx|avx512|torch
+// benchmarks. Auto picks, for decode shapes (up to 16 rows), AMX when the CPU and the
+// OS allow it, else AVX512-BF16; and libtorch's own linear (oneDNN) for more rows.
+// Amx asked for explicitly also takes more rows (for tests). The environment variable KEV_BF16_KERNEL=amx|avx512|torch
 // (or the older KEV_BF16_GEMV=0, meaning torch) sets the starting choice.
 #pragma once
 

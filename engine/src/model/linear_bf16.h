@@ -20,7 +20,7 @@ namespace kev {
 Bf16Kernel bf16_kernel_for(const at::Tensor& x, const at::Tensor& weight);
 
 // True when one of our kernels suits the call: bf16 contiguous CPU tensors, x [M, I]
-// with I a multiple of 32, and M <= kBf16GemvMaxRows unless AMX is there.
+// with I a multiple of 32, and M <= kBf16GemvMaxRows unless AMX is asked for.
 constexpr std::int64_t kBf16GemvMaxRows = 16;
 bool bf16_gemv_applies(const at::Tensor& x, const at::Tensor& weight);
 
