@@ -71,7 +71,7 @@ private Q_SLOTS:
                                            {"info", "--model", "/nonexistent/model.gguf"}, 120000);
         QVERIFY(r.finished);
         QCOMPARE(r.exitCode, 1);
-        QVERIFY2(r.err.contains("/nonexistent/model.gguf: cannot open"), r.err.constData());
+        QVERIFY2(r.err.contains("/nonexistent/model.gguf: no such file or folder"), r.err.constData());
     }
 };
 

@@ -30,6 +30,7 @@ private Q_SLOTS:
         qputenv("XDG_CONFIG_HOME", kevtest::workDir(QStringLiteral("config")).toUtf8());
         qputenv("XDG_DATA_HOME", kevtest::workDir(QStringLiteral("data")).toUtf8());
         QFile::remove(kevtest::workDir() + QStringLiteral("/workspace.json"));
+        QSettings().clear();  // test-mode settings: nothing from an earlier run
     }
 
     void showsTheBuiltinModel() {

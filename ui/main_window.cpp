@@ -154,7 +154,10 @@ void MainWindow::restoreSettings() {
     if (precision >= kPrecision4Bit && precision <= kPrecisionF32) precision_->setCurrentIndex(precision);
     const int device = s.value(QLatin1String(kSettingDevice), 0).toInt();
     if (device == 1 && kev::engine_info().cuda_available) device_->setCurrentIndex(1);
-    setLoraPath(s.value(QLatin1String(kSettingLoraPath), QString::fromStdString(kev::demo_adapter_path())).toString());
+    // A remembered adapter folder that is gone (moved, deleted) falls back to the demo.
+    const QString demo = QString::fromStdString(kev::demo_adapter_path());
+    const QString saved = s.value(QLatin1String(kSettingLoraPath), demo).toString();
+    setLoraPath(QFileInfo(saved).isDir() ? saved : demo);
     lora_->setChecked(s.value(QLatin1String(kSettingLoraOn), false).toBool());
     loraScale_->setValue(s.value(QLatin1String(kSettingLoraScale), 1.0).toDouble());
     restoring_ = false;
