@@ -230,6 +230,30 @@ private Q_SLOTS:
         QVERIFY2(worstb <= 1e-2, qPrintable(QString("bf16 prefill: %1").arg(worstb)));
     }
 
+    // Decode shapes with bf16 activations and whole 16-row output blocks: the AMX path
+    // where the CPU has it (dequantized 16x32 tiles), else the fused kernel. Each row's
+    // output must not depend on the other rows of the call (packed cards rest on it).
+    void decodeShapesInWholeBlocksMatchTheReference() {
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+            std::mt19937 rng(static_cast<unsigned>(format) + 5);
+            const kev::QuantMatrix q = randomMatrix(format, 96, 256, rng);
+            const at::Tensor w = kev::dequantize(q, at::kFloat);
+            const at::Tensor bias = at::randn({96});
+            const at::Tensor x16 = at::randn({16, 256}).to(at::kBFloat16);
+            const at::Tensor all = kev::quant_linear(x16, q, bias);
+            for (std::int64_t M = 1; M <= 16; ++M) {
+                const at::Tensor xb = x16.narrow(0, 0, M);
+                const at::Tensor refb = at::matmul(xb.to(at::kDouble), w.to(at::kDouble).t()) + bias.to(at::kDouble);
+                const at::Tensor mag = at::matmul(xb.to(at::kDouble).abs(), w.abs().to(at::kDouble).t()) + 1e-3;
+                const at::Tensor yb = kev::quant_linear(xb, q, bias);
+                QCOMPARE(yb.scalar_type(), at::kBFloat16);
+                const double worst = ((yb.to(at::kDouble) - refb).abs() / mag).max().item<double>();
+                QVERIFY2(worst <= 1.6e-2, qPrintable(QString("%1 M=%2: %3").arg(kev::to_string(format)).arg(M).arg(worst)));
+                QVERIFY2(at::equal(yb, all.narrow(0, 0, M)), "a row's output depends on the other rows");
+            }
+        }
+    }
+
     void forward4bitNearFp32_data() {
         QTest::addColumn<QString>("preset");
         for (const char* p : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) QTest::newRow(p) << QString(p);

@@ -33,7 +33,7 @@ bool cpu_has_avx512bf16() {
 
 // AMX-BF16 needs the CPU feature, the OS saving tile state (XCR0 bits 17-18) and, on
 // Linux, a one-time per-process permission for the 8 KB tile data.
-bool amx_ready() {
+bool amx_ready_impl() {
     static const bool ok = [] {
         unsigned a = 0, b = 0, c = 0, d = 0;
         if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
@@ -141,7 +141,7 @@ constexpr std::int64_t kTileRows = 16;  // outputs per A tile, activation rows p
 constexpr std::int64_t kTileK = 32;     // bf16 inputs per tile row
 
 // x [M, I] -> xp [ceil(M / 16)][I / 32][16 pairs][16 rows][2], zero-padded rows.
-std::vector<std::uint16_t> pack_activations(const std::uint16_t* x, std::int64_t M, std::int64_t I) {
+std::vector<std::uint16_t> pack_activations_impl(const std::uint16_t* x, std::int64_t M, std::int64_t I) {
     const std::int64_t row_blocks = (M + kTileRows - 1) / kTileRows, k_blocks = I / kTileK;
     std::vector<std::uint16_t> xp(static_cast<std::size_t>(row_blocks * k_blocks * 512), 0);
     for (std::int64_t m = 0; m < M; ++m) {
@@ -160,7 +160,7 @@ std::vector<std::uint16_t> pack_activations(const std::uint16_t* x, std::int64_t
 
 // C tile [16 outputs][16 rows] fp32 -> `rows` rows of y (leading dimension ldy): a
 // column gather per activation row, plus the bias, rounded to bf16 (nearest even).
-__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void store_tile(
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void store_tile_impl(
     const float* c, std::int64_t rows, const std::uint16_t* bias, std::uint16_t* y, std::int64_t ldy) {
     const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                               _mm512_set1_epi32(kTileRows));
@@ -179,17 +179,12 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void store_tile(
 __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16,avx512bw,avx512vl"))) void amx_blocks(
     const std::uint16_t* xp, std::int64_t M, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
     std::uint16_t* y, std::int64_t O, std::int64_t ob0, std::int64_t ob1) {
-    TileConfig cfg;
-    for (int t = 0; t < 8; ++t) {
-        cfg.rows[t] = kTileRows;
-        cfg.colsb[t] = 64;
-    }
-    _tile_loadconfig(&cfg);
+    amx_load_tile_config();
     const std::int64_t k_blocks = I / kTileK, row_blocks = (M + kTileRows - 1) / kTileRows;
     const std::int64_t stride = I * 2;  // bytes between weight rows
     alignas(64) float c[2][kTileRows * kTileRows];
     auto store = [&](int h, std::int64_t ob, std::int64_t rb) {
-        store_tile(c[h], std::min(kTileRows, M - rb * kTileRows), bias ? bias + ob * kTileRows : nullptr,
+        store_tile_impl(c[h], std::min(kTileRows, M - rb * kTileRows), bias ? bias + ob * kTileRows : nullptr,
                    y + rb * kTileRows * O + ob * kTileRows, O);
     };
     std::int64_t ob = ob0;
@@ -253,12 +248,39 @@ Bf16Kernel choose(std::int64_t M) {
     // Past 16 rows (prefill) libtorch's oneDNN, which also uses AMX here and blocks for
     // cache, is faster than our tiles (measured: 1.6x at 128 rows), so it gets them.
     if (M > kBf16GemvMaxRows && want != Bf16Kernel::Amx) return Bf16Kernel::Torch;
-    if (want != Bf16Kernel::Avx512 && amx_ready()) return Bf16Kernel::Amx;
+    if (want != Bf16Kernel::Avx512 && amx_ready_impl()) return Bf16Kernel::Amx;
     if (want != Bf16Kernel::Amx && cpu_has_avx512bf16() && M <= kBf16GemvMaxRows) return Bf16Kernel::Avx512;
     return Bf16Kernel::Torch;
 }
 
 }  // namespace
+
+bool amx_ready() { return amx_ready_impl(); }
+
+// One configuration for every tile call: tiles 0-7 of 16 rows x 64 bytes. A constant in
+// memory, not a local: GCC does not see ldtilecfg read its operand and drops the stores
+// that fill a local one (seen: a #GP on ldtilecfg in an optimised build).
+const TileConfig& tile_config() {
+    static const TileConfig cfg = [] {
+        TileConfig c;
+        for (int t = 0; t < 8; ++t) {
+            c.rows[t] = kTileRows;
+            c.colsb[t] = 64;
+        }
+        return c;
+    }();
+    return cfg;
+}
+
+__attribute__((target("amx-tile"))) void amx_load_tile_config() { _tile_loadconfig(&tile_config()); }
+
+std::vector<std::uint16_t> amx_pack_activations(const std::uint16_t* x, std::int64_t M, std::int64_t I) {
+    return pack_activations_impl(x, M, I);
+}
+
+void amx_store_tile(const float* c, std::int64_t rows, const std::uint16_t* bias, std::uint16_t* y, std::int64_t ldy) {
+    store_tile_impl(c, rows, bias, y, ldy);
+}
 
 void set_bf16_kernel(Bf16Kernel kernel) { requested_kernel().store(kernel, std::memory_order_relaxed); }
 Bf16Kernel requested_bf16_kernel() { return requested_kernel().load(std::memory_order_relaxed); }
@@ -274,7 +296,7 @@ const char* to_string(Bf16Kernel kernel) {
 
 bool bf16_kernel_available(Bf16Kernel kernel) {
     switch (kernel) {
-        case Bf16Kernel::Amx: return amx_ready();
+        case Bf16Kernel::Amx: return amx_ready_impl();
         case Bf16Kernel::Avx512: return cpu_has_avx512bf16();
         default: return true;
     }
@@ -303,7 +325,7 @@ at::Tensor bf16_gemv(const at::Tensor& x_in, const at::Tensor& weight, const at:
     const auto* bp = b.defined() ? reinterpret_cast<const std::uint16_t*>(b.data_ptr<at::BFloat16>()) : nullptr;
     auto* yp = reinterpret_cast<std::uint16_t*>(y.data_ptr<at::BFloat16>());
     if (kernel == Bf16Kernel::Amx) {
-        const std::vector<std::uint16_t> packed = pack_activations(xp, M, I);
+        const std::vector<std::uint16_t> packed = pack_activations_impl(xp, M, I);
         const std::int64_t blocks = O / kTileRows, tail = blocks * kTileRows;
         // Grain: a task streams a few hundred KB of weights (pairs of 16-row blocks).
         const std::int64_t grain = std::max<std::int64_t>(2, (1 << 18) / (kTileRows * 2 * I)) / 2 * 2;

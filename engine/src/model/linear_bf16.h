@@ -10,6 +10,9 @@
 //     (measured ~16 GFLOP/s per core here), so only for decode shapes.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include <ATen/core/Tensor.h>
 
 #include "kev/cpu_kernels.h"
@@ -23,6 +26,17 @@ Bf16Kernel bf16_kernel_for(const at::Tensor& x, const at::Tensor& weight);
 // with I a multiple of 32, and M <= kBf16GemvMaxRows unless AMX is asked for.
 constexpr std::int64_t kBf16GemvMaxRows = 16;
 bool bf16_gemv_applies(const at::Tensor& x, const at::Tensor& weight);
+
+// AMX building blocks, shared with the 4-bit kernel (linear_q4.cpp). A tile is 16 rows
+// of 32 bf16 (64 bytes); tiles 0-7 are configured 16 x 64 bytes by amx_load_tile_config,
+// which every thread calls before its first tile instruction.
+bool amx_ready();  // CPU has AMX-BF16 and the OS granted the tile state
+void amx_load_tile_config();
+// x [M, I] (I a multiple of 32) -> the B operand: [ceil(M/16)][I/32][16 pairs][16 rows][2].
+std::vector<std::uint16_t> amx_pack_activations(const std::uint16_t* x, std::int64_t M, std::int64_t I);
+// A C tile [16 outputs][16 rows] fp32 -> `rows` rows of 16 bf16 outputs at y (row stride
+// ldy), plus the bf16 bias of those 16 outputs when bias is not null.
+void amx_store_tile(const float* c, std::int64_t rows, const std::uint16_t* bias, std::uint16_t* y, std::int64_t ldy);
 
 // Requires bf16_gemv_applies(x, weight). bias may be undefined.
 at::Tensor bf16_gemv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
