@@ -310,12 +310,7 @@ Bf16Kernel bf16_kernel_for(const at::Tensor& x, const at::Tensor& weight) {
     return shapes ? choose(x.size(0)) : Bf16Kernel::Torch;
 }
 
-bool bf16_gemv_applies(const at::Tensor& x, const at::Tensor& weight) {
-    return bf16_kernel_for(x, weight) != Bf16Kernel::Torch;
-}
-
-at::Tensor bf16_gemv(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& bias) {
-    const Bf16Kernel kernel = bf16_kernel_for(x_in, weight);
+at::Tensor bf16_linear(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& bias, Bf16Kernel kernel) {
     const at::Tensor x = x_in.contiguous();
     const std::int64_t M = x.size(0), I = x.size(1), O = weight.size(0);
     at::Tensor y = at::empty({M, O}, x.options());

@@ -53,41 +53,9 @@ bool cpu_has(const char* a, const char* b = nullptr, const char* c = nullptr, co
 }
 
 // ---------------------------------------------------------------------------
-// AVX-512: x in bf16 [M, cols]; y fp32 [M, ldy].
-template <int MB>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c"))) void rows_avx512(
-    const QuantMatrix& w, const std::uint16_t* x, std::int64_t ldx, float* y, std::int64_t ldy, std::int64_t o0,
-    std::int64_t o1) {
-    const __m512 lut = _mm512_loadu_ps(w.lut.data());
-    const __m256i nibble = _mm256_set1_epi16(0x0f);
-    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
-    const bool has_min = !w.mins.empty();
-    for (std::int64_t o = o0; o < o1; ++o) {
-        __m512 acc[MB];
-        for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
-        const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
-        for (std::int64_t b = 0; b < bpr; ++b) {
-            const float d = _cvtsh_ss(w.scales[o * bpr + b]);
-            __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(d));
-            if (has_min) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[o * bpr + b])));
-            // 16 bf16 table entries, repeated in both halves for the 32-lane permute.
-            const __m512i table = _mm512_broadcast_i64x4((__m256i)_mm512_cvtneps_pbh(t));
-            for (std::int64_t g = 0; g < B; g += 32) {
-                const std::int64_t i = b * B + g;
-                const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2)));
-                const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(c, nibble)),
-                                                       _mm256_srli_epi16(c, 4), 1);  // elements 0-15 | 16-31
-                const __m512bh wv = (__m512bh)_mm512_permutexvar_epi16(idx, table);
-                for (int m = 0; m < MB; ++m)
-                    acc[m] = _mm512_dpbf16_ps(acc[m], wv, (__m512bh)_mm512_loadu_si512(x + m * ldx + i));
-            }
-        }
-        for (int m = 0; m < MB; ++m) y[m * ldy + o] = _mm512_reduce_add_ps(acc[m]);
-    }
-}
-
-// Two output rows at a time, up to 8 rows of x: each x vector loaded once for both
-// weight rows (16 accumulators), halving the activation reads that bound M >= 4.
+// AVX-512 building blocks (bf16 activations). A block's 16 code values scaled (and
+// offset) into bf16, repeated in both halves of the register for the 32-lane permute;
+// and 32 weights (16 bytes of codes, ggml's nibble order) looked up in that table.
 #define KEV_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
 KEV_AVX512_BF16 inline __m512i block_table(const QuantMatrix& w, __m512 lut, std::int64_t at) {
     __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[at])));
@@ -103,6 +71,30 @@ KEV_AVX512_BF16 inline __m512bh expand32(const std::uint8_t* codes, __m512i tabl
     return (__m512bh)_mm512_permutexvar_epi16(idx, table);
 }
 
+// AVX-512: x in bf16 [M, cols]; y fp32 [M, ldy].
+template <int MB>
+KEV_AVX512_BF16 void rows_avx512(const QuantMatrix& w, const std::uint16_t* x, std::int64_t ldx, float* y,
+                                 std::int64_t ldy, std::int64_t o0, std::int64_t o1) {
+    const __m512 lut = _mm512_loadu_ps(w.lut.data());
+    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
+    for (std::int64_t o = o0; o < o1; ++o) {
+        __m512 acc[MB];
+        for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
+        const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            const __m512i table = block_table(w, lut, o * bpr + b);
+            for (std::int64_t i = b * B; i < (b + 1) * B; i += 32) {
+                const __m512bh wv = expand32(codes + i / 2, table);
+                for (int m = 0; m < MB; ++m)
+                    acc[m] = _mm512_dpbf16_ps(acc[m], wv, (__m512bh)_mm512_loadu_si512(x + m * ldx + i));
+            }
+        }
+        for (int m = 0; m < MB; ++m) y[m * ldy + o] = _mm512_reduce_add_ps(acc[m]);
+    }
+}
+
+// Two output rows at a time, up to 8 rows of x: each x vector loaded once for both
+// weight rows (16 accumulators), halving the activation reads that bound M >= 4.
 template <int MB>
 KEV_AVX512_BF16 void row_pairs_avx512(const QuantMatrix& w, const std::uint16_t* x, std::int64_t ldx, float* y,
                                       std::int64_t ldy, std::int64_t o0, std::int64_t o1) {
@@ -167,7 +159,6 @@ __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,f1
     }
     _tile_release();
 }
-#undef KEV_AVX512_BF16
 
 // AVX-512 with fp32 activations (an fp32 working dtype): the same loop with the table
 // in fp32 and two 16-lane FMAs per 32 weights, so a row's result does not depend on
@@ -204,29 +195,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void rows_avx512_f32(
 
 // Rows [o0, o1) dequantized to bf16 [o1 - o0, cols] at dst: the table lookups of
 // rows_avx512, stored instead of multiplied.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c"))) void dequant_rows_bf16(
-    const QuantMatrix& w, std::uint16_t* dst, std::int64_t o0, std::int64_t o1) {
+KEV_AVX512_BF16 void dequant_rows_bf16(const QuantMatrix& w, std::uint16_t* dst, std::int64_t o0, std::int64_t o1) {
     const __m512 lut = _mm512_loadu_ps(w.lut.data());
-    const __m256i nibble = _mm256_set1_epi16(0x0f);
     const std::int64_t bpr = w.blocks_per_row(), B = w.block;
-    const bool has_min = !w.mins.empty();
     for (std::int64_t o = o0; o < o1; ++o) {
         const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
         std::uint16_t* out = dst + (o - o0) * w.cols;
         for (std::int64_t b = 0; b < bpr; ++b) {
-            __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[o * bpr + b])));
-            if (has_min) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[o * bpr + b])));
-            const __m512i table = _mm512_broadcast_i64x4((__m256i)_mm512_cvtneps_pbh(t));
-            for (std::int64_t g = 0; g < B; g += 32) {
-                const std::int64_t i = b * B + g;
-                const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2)));
-                const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(c, nibble)),
-                                                       _mm256_srli_epi16(c, 4), 1);
-                _mm512_storeu_si512(out + i, _mm512_permutexvar_epi16(idx, table));
-            }
+            const __m512i table = block_table(w, lut, o * bpr + b);
+            for (std::int64_t i = b * B; i < (b + 1) * B; i += 32)
+                _mm512_storeu_si512(out + i, (__m512i)expand32(codes + i / 2, table));
         }
     }
 }
+
+#undef KEV_AVX512_BF16
 
 // ---------------------------------------------------------------------------
 // AVX2: x in fp32 [M, cols]; 8 rows of x at a time (16 ymm registers in all).

@@ -1,6 +1,5 @@
 #include "kev/weights.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -70,13 +69,10 @@ const char* to_string(WeightQuant quant) {
 
 at::Tensor Linear::operator()(const at::Tensor& x) const {
     if (quant) return quant_linear(x, *quant, bias);
-    // Decode steps (a few rows) in bf16 on CPU: our own bandwidth-bound kernel.
-    // KEV_BF16_GEMV=0 turns it off (to measure against libtorch's linear).
-    static const bool gemv_enabled = [] {
-        const char* e = std::getenv("KEV_BF16_GEMV");
-        return !(e && std::string(e) == "0");
-    }();
-    if (gemv_enabled && bf16_gemv_applies(x, weight)) return bf16_gemv(x, weight, bias);
+    // bf16 on the CPU: our decode kernels where they suit the call (linear_bf16.h; the
+    // KEV_BF16_KERNEL switch lives there), else libtorch.
+    const Bf16Kernel kernel = bf16_kernel_for(x, weight);
+    if (kernel != Bf16Kernel::Torch) return bf16_linear(x, weight, bias, kernel);
     return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
 }
 
