@@ -32,6 +32,14 @@ private Q_SLOTS:
         QVERIFY(!info.cpu_capability.empty());
     }
 
+    // Kev's kernels split their work with ATen's parallel_for, which only uses threads
+    // in code built with OpenMP. Built without it, decode silently ran on one core at
+    // half speed; this holds the build to every thread libtorch has.
+    void engineKernelsUseEveryThread() {
+        const kev::EngineInfo info = kev::engine_info();
+        QCOMPARE(info.kernel_threads, info.cpu_threads);
+    }
+
     void engineRunsATensorOperation() {
         // [[1,2],[3,4]] @ [[5,6],[7,8]] = [[19,22],[43,50]]
         const at::Tensor a = at::tensor({1.f, 2.f, 3.f, 4.f}).reshape({2, 2});

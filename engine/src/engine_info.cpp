@@ -1,6 +1,10 @@
 #include "kev/engine_info.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
+#include <vector>
 #include <dlfcn.h>
 
 #include <ATen/Context.h>
@@ -11,12 +15,32 @@
 
 namespace kev {
 
+namespace {
+
+// How many threads one at::parallel_for of the engine runs on. ATen's parallel_for is a
+// header template whose threads come from `#pragma omp parallel`: compiled without
+// OpenMP it runs on the calling thread alone, and every kernel of Kev's with it.
+int parallel_for_threads() {
+    const int n = at::get_num_threads();
+    std::vector<std::atomic<bool>> seen(static_cast<std::size_t>(std::max(1, n)));
+    at::parallel_for(0, std::int64_t{64} * n, 1, [&](std::int64_t, std::int64_t) {
+        const int t = at::get_thread_num();
+        if (t >= 0 && t < n) seen[static_cast<std::size_t>(t)].store(true);
+    });
+    int used = 0;
+    for (const auto& s : seen) used += s.load() ? 1 : 0;
+    return used;
+}
+
+}  // namespace
+
 EngineInfo engine_info() {
     EngineInfo info;
     info.kev_version = KEV_VERSION;
     info.torch_version = TORCH_VERSION;
     info.cpu_capability = at::get_cpu_capability();
     info.cpu_threads = at::get_num_threads();
+    info.kernel_threads = parallel_for_threads();
     info.cuda_available = torch::cuda::is_available();
     info.cuda_device_count = info.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
     return info;

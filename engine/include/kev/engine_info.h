@@ -14,6 +14,8 @@ struct EngineInfo {
     std::string torch_version;     // the libtorch the engine was built against
     std::string cpu_capability;    // the widest SIMD kernels libtorch dispatches to
     int cpu_threads = 0;           // intra-op threads libtorch uses
+    int kernel_threads = 0;        // threads Kev's own kernels run on: should equal cpu_threads
+                                   // (1 would mean the engine was built without OpenMP)
     bool cuda_available = false;   // libtorch has CUDA and a device is present
     int cuda_device_count = 0;
 };
