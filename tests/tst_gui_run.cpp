@@ -234,6 +234,20 @@ private Q_SLOTS:
         w.setSharedContext(QStringLiteral("A shared document that every card reads."));
         QTRY_VERIFY_WITH_TIMEOUT(w.packView()->preview().plan.shared_length > 0, 30000);
         QVERIFY(w.packView()->describeRow(0).contains(QStringLiteral("shared context")));
+        {
+            // A card with LoRA and one without cannot share the context's keys and values:
+            // the preview shows the pack the run makes, each card carrying the context.
+            const std::int64_t sharedRows = w.packView()->preview().plan.rows();
+            const std::int64_t sharedLength = w.packView()->preview().plan.shared_length;
+            kevui::CardSettings s = w.cards()[0]->settings();
+            s.lora = true;
+            w.cards()[0]->setSettings(s);
+            QTRY_COMPARE_WITH_TIMEOUT(w.packView()->preview().plan.shared_length, std::int64_t{0}, 30000);
+            QCOMPARE(w.packView()->preview().plan.rows(), sharedRows + 3 * sharedLength);  // 4 cards, 3 more copies
+            s.lora.reset();
+            w.cards()[0]->setSettings(s);
+            QTRY_COMPARE_WITH_TIMEOUT(w.packView()->preview().plan.shared_length, sharedLength, 30000);
+        }
         w.setSharedContext(QString());
         w.removeCard(w.cards().last());
         QTRY_COMPARE_WITH_TIMEOUT(w.packView()->preview().plan.cards(), 3, 30000);

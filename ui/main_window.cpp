@@ -519,12 +519,17 @@ void MainWindow::onLoadFailed(const QString& path, const QString& message) {
 
 bool MainWindow::isRunning() const { return engine_->running(); }
 
-bool MainWindow::runAll() {
-    // The adapter is attached (on the worker, before the run) only when a card wants it.
+void MainWindow::prepareLora() {
+    // The adapter is attached (on the worker, before the run or preview that follows)
+    // only when a card wants it.
     bool wantsLora = lora_->isChecked();
     for (QuestionCard* card : cards_) wantsLora = wantsLora || card->settings().lora.value_or(false);
     if (wantsLora && !runs_->running() && engine_->hasModel()) engine_->setLora(loraPath_);
     runs_->setLoraDefault(lora_->isChecked(), loraScale_->value());
+}
+
+bool MainWindow::runAll() {
+    prepareLora();
     const bool started = runs_->runAll(cards_, sharedContext_->toPlainText());
     updateActions();
     return started;
@@ -552,13 +557,16 @@ void MainWindow::requestPreview() {
         return;
     }
     if (isRunning()) return;  // the run's own pack is on show
+    // Cards that differ in LoRA cannot share the shared context's keys and values: the
+    // preview asks with each card's LoRA use, so it draws the pack the run will make.
+    prepareLora();
     kev::GenerationRequest request;
     request.shared_context = sharedContext_->toPlainText().toStdString();
     QVector<int> cardOfRequest;
     for (int i = 0; i < cards_.size(); ++i) {
         const CardSettings s = cards_[i]->settings();
         if (s.question.trimmed().isEmpty()) continue;  // not packable yet
-        request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling()});
+        request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling(), runs_->loraFor(s)});
         cardOfRequest.push_back(i);
     }
     if (request.cards.empty()) {

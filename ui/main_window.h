@@ -109,6 +109,7 @@ private:
     void scheduleAutosave();
     void schedulePreview();
     void requestPreview();
+    void prepareLora();  // attach the adapter if a card wants it; the toolbar default to the runs
     void rebuildRecentMenu();
     void rebuildExamplesMenu();
     void connectCard(QuestionCard* card);

@@ -141,6 +141,7 @@ void MainWindow::buildToolbar() {
     lora_->setObjectName(QStringLiteral("loraCheck"));
     lora_->setToolTip(QStringLiteral("Apply the LoRA adapter to every card (a card's advanced settings can override)"));
     bar->addWidget(lora_);
+    connect(lora_, &QCheckBox::toggled, this, [this] { schedulePreview(); });
     loraScale_ = new QDoubleSpinBox(bar);
     loraScale_->setObjectName(QStringLiteral("loraScaleSpin"));
     loraScale_->setRange(0.0, static_cast<double>(kev::kMaxLoraScale));
