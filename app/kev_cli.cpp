@@ -232,13 +232,11 @@ Options parse(int argc, char** argv) {
             o.model = value();
         } else if (a == "--precision") {
             const std::string p = value();
-            if (p == "fp32") o.load.dtype = kev::DType::F32;
-            else if (p == "half" || p == "bf16") o.load.dtype = kev::DType::BF16;
-            else if (p == "fp16") o.load.dtype = kev::DType::F16;
-            else if (p == "4bit" || p == "nf4") {
-                o.load.dtype = kev::DType::BF16;
-                o.load.quant = p == "4bit" ? kev::WeightQuant::Q4 : kev::WeightQuant::NF4;
-            } else throw UsageError{"--precision must be fp32, half, 4bit or nf4, got '" + p + "'"};
+            try {
+                kev::set_precision(o.load, p == "half" ? "bf16" : p);  // half: bf16, what CPUs have
+            } catch (const kev::Error&) {
+                throw UsageError{"--precision must be fp32, half, 4bit or nf4, got '" + p + "'"};
+            }
         } else if (a == "--device") {
             const std::string d = value();
             if (d == "cpu") o.load.device = kev::Device::Cpu;

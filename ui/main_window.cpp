@@ -117,6 +117,7 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
         loraMode_->setText(mode == QLatin1String("off") ? QString() : QStringLiteral("LoRA: %1").arg(mode));
     });
     connect(engine_, &EngineHost::loraFailed, this, [this](const QString& path, const QString& message) {
+        loraFailedPath_ = path;
         showWindowMessage(QStringLiteral("LoRA adapter %1 cannot be used: %2").arg(path, message), Tone::Error);
     });
     connect(runs_, &RunController::runDone, this, [this] {
@@ -176,6 +177,7 @@ void MainWindow::writeSettings() {
 
 void MainWindow::setLoraPath(const QString& dir) {
     loraPath_ = dir;
+    loraFailedPath_.clear();
     loraPick_->setToolTip(QStringLiteral("LoRA adapter: %1\nClick to choose another PEFT adapter folder").arg(dir));
 }
 
@@ -519,17 +521,19 @@ void MainWindow::onLoadFailed(const QString& path, const QString& message) {
 
 bool MainWindow::isRunning() const { return engine_->running(); }
 
-void MainWindow::prepareLora() {
+void MainWindow::prepareLora(bool forRun) {
     // The adapter is attached (on the worker, before the run or preview that follows)
-    // only when a card wants it.
+    // only when a card wants it. A preview does not retry a folder that just failed (it
+    // would repeat the error at every keystroke); a run does, and says why again.
     bool wantsLora = lora_->isChecked();
     for (QuestionCard* card : cards_) wantsLora = wantsLora || card->settings().lora.value_or(false);
-    if (wantsLora && !runs_->running() && engine_->hasModel()) engine_->setLora(loraPath_);
+    const bool retry = forRun || loraPath_ != loraFailedPath_;
+    if (wantsLora && retry && !runs_->running() && engine_->hasModel()) engine_->setLora(loraPath_);
     runs_->setLoraDefault(lora_->isChecked(), loraScale_->value());
 }
 
 bool MainWindow::runAll() {
-    prepareLora();
+    prepareLora(/*forRun=*/true);
     const bool started = runs_->runAll(cards_, sharedContext_->toPlainText());
     updateActions();
     return started;
@@ -559,7 +563,7 @@ void MainWindow::requestPreview() {
     if (isRunning()) return;  // the run's own pack is on show
     // Cards that differ in LoRA cannot share the shared context's keys and values: the
     // preview asks with each card's LoRA use, so it draws the pack the run will make.
-    prepareLora();
+    prepareLora(/*forRun=*/false);
     kev::GenerationRequest request;
     request.shared_context = sharedContext_->toPlainText().toStdString();
     QVector<int> cardOfRequest;

@@ -109,7 +109,7 @@ private:
     void scheduleAutosave();
     void schedulePreview();
     void requestPreview();
-    void prepareLora();  // attach the adapter if a card wants it; the toolbar default to the runs
+    void prepareLora(bool forRun);  // attach the adapter if a card wants it; the toolbar default to the runs
     void rebuildRecentMenu();
     void rebuildExamplesMenu();
     void connectCard(QuestionCard* card);
@@ -135,6 +135,7 @@ private:
     QToolButton* loraPick_ = nullptr;
     QLabel* loraMode_ = nullptr;
     QString loraPath_;
+    QString loraFailedPath_;  // the adapter folder that last failed to load, until another is chosen
     QProgressBar* loadProgress_ = nullptr;
     QToolButton* cancelLoad_ = nullptr;
 

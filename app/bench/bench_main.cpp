@@ -27,7 +27,7 @@ nlohmann::json engine_header() {
             {"torch", info.torch_version},
             {"cpu_capability", info.cpu_capability},
             {"threads", info.cpu_threads},
-            {"kernel_threads", info.kernel_threads},
+            {"kernel_threads", kev::kernel_threads()},
             {"cuda", info.cuda_available}};
 }
 

@@ -130,12 +130,7 @@ int run_pack(const Args& args) {
         return 2;
     }
     kev::LoadOptions load;
-    if (precision == "4bit" || precision == "nf4") {
-        load.dtype = kev::DType::BF16;
-        load.quant = precision == "4bit" ? kev::WeightQuant::Q4 : kev::WeightQuant::NF4;
-    } else {
-        load.dtype = kev::parse_dtype(precision);
-    }
+    kev::set_precision(load, precision);
     const auto t_load = std::chrono::steady_clock::now();
     const auto model = kev::Model::load(model_path, load);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();

@@ -47,12 +47,7 @@ std::vector<std::string> split(const std::string& s) {
 
 kev::LoadOptions load_options(const std::string& precision) {
     kev::LoadOptions o;
-    if (precision == "4bit" || precision == "nf4") {
-        o.dtype = kev::DType::BF16;
-        o.quant = precision == "4bit" ? kev::WeightQuant::Q4 : kev::WeightQuant::NF4;
-    } else {
-        o.dtype = kev::parse_dtype(precision);
-    }
+    kev::set_precision(o, precision);
     return o;
 }
 

@@ -15,12 +15,10 @@
 
 namespace kev {
 
-namespace {
-
-// How many threads one at::parallel_for of the engine runs on. ATen's parallel_for is a
-// header template whose threads come from `#pragma omp parallel`: compiled without
-// OpenMP it runs on the calling thread alone, and every kernel of Kev's with it.
-int parallel_for_threads() {
+// ATen's parallel_for is a header template whose threads come from `#pragma omp
+// parallel`: compiled without OpenMP it runs on the calling thread alone, and every
+// kernel of Kev's with it.
+int kernel_threads() {
     const int n = at::get_num_threads();
     std::vector<std::atomic<bool>> seen(static_cast<std::size_t>(std::max(1, n)));
     at::parallel_for(0, std::int64_t{64} * n, 1, [&](std::int64_t, std::int64_t) {
@@ -32,15 +30,12 @@ int parallel_for_threads() {
     return used;
 }
 
-}  // namespace
-
 EngineInfo engine_info() {
     EngineInfo info;
     info.kev_version = KEV_VERSION;
     info.torch_version = TORCH_VERSION;
     info.cpu_capability = at::get_cpu_capability();
     info.cpu_threads = at::get_num_threads();
-    info.kernel_threads = parallel_for_threads();
     info.cuda_available = torch::cuda::is_available();
     info.cuda_device_count = info.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
     return info;

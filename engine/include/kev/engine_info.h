@@ -14,13 +14,16 @@ struct EngineInfo {
     std::string torch_version;     // the libtorch the engine was built against
     std::string cpu_capability;    // the widest SIMD kernels libtorch dispatches to
     int cpu_threads = 0;           // intra-op threads libtorch uses
-    int kernel_threads = 0;        // threads Kev's own kernels run on: should equal cpu_threads
-                                   // (1 would mean the engine was built without OpenMP)
     bool cuda_available = false;   // libtorch has CUDA and a device is present
     int cuda_device_count = 0;
 };
 
 EngineInfo engine_info();
+
+// How many threads one parallel loop of Kev's own kernels runs on, counted by running
+// one: it should equal EngineInfo::cpu_threads (1 means the engine was built without
+// OpenMP). Apart from engine_info() because it starts threads for the calling thread.
+int kernel_threads();
 
 // Memory of the current CUDA device as the driver reports it (all processes, not only
 // Kev's tensors). Empty when CUDA is absent or the runtime cannot be asked.

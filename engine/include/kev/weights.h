@@ -109,6 +109,11 @@ struct LoadOptions {
     std::function<void(int, int)> progress;
 };
 
+// A precision by name, as kev-cli and kev-bench take it: "4bit" or "nf4" (4-bit linear
+// layers, bf16 activations) or a dtype name (parse_dtype). Sets dtype and quant; throws
+// InvalidArgument for anything else.
+void set_precision(LoadOptions& options, const std::string& name);
+
 // Loads from a model folder (config.json + safetensors) or a .gguf file, with the
 // config that describes it. Pickle checkpoints are refused (ErrorCode::Refused).
 struct LoadedWeights {

@@ -34,6 +34,16 @@ DType parse_dtype(const std::string& name) {
     throw Error(ErrorCode::InvalidArgument, "unknown precision '" + name + "' (fp32, bf16, fp16)");
 }
 
+void set_precision(LoadOptions& options, const std::string& name) {
+    if (name == "4bit" || name == "nf4") {
+        options.dtype = DType::BF16;
+        options.quant = name == "4bit" ? WeightQuant::Q4 : WeightQuant::NF4;
+        return;
+    }
+    options.dtype = parse_dtype(name);
+    options.quant = WeightQuant::None;
+}
+
 void check_device_dtype(Device device, DType dtype) {
     if (device == Device::Cuda && !engine_info().cuda_available)
         throw Error(ErrorCode::Unsupported, "device cuda: this libtorch has no CUDA or no CUDA device is present");
