@@ -35,23 +35,6 @@ namespace kev {
 
 namespace {
 
-bool cpu_has(const char* a, const char* b = nullptr, const char* c = nullptr, const char* d = nullptr) {
-    __builtin_cpu_init();
-    for (const char* f : {a, b, c, d}) {
-        if (!f) continue;
-        // __builtin_cpu_supports needs a literal; compare against the few we use.
-        const std::string s(f);
-        bool ok = false;
-        if (s == "avx512f") ok = __builtin_cpu_supports("avx512f");
-        else if (s == "avx512bw") ok = __builtin_cpu_supports("avx512bw");
-        else if (s == "avx512bf16") ok = __builtin_cpu_supports("avx512bf16");
-        else if (s == "avx2") ok = __builtin_cpu_supports("avx2");
-        else if (s == "fma") ok = __builtin_cpu_supports("fma");
-        if (!ok) return false;
-    }
-    return true;
-}
-
 // ---------------------------------------------------------------------------
 // AVX-512 building blocks (bf16 activations). A block's 16 code values scaled (and
 // offset) into bf16, repeated in both halves of the register for the 32-lane permute;
@@ -300,10 +283,17 @@ void with_rows(std::int64_t mb, Fn&& fn) {
     }
 }
 
+// The widest kernel this CPU runs, asked once (quant_gemv checks it on every call).
 QuantKernel best_kernel() {
-    if (cpu_has("avx512f", "avx512bw", "avx512bf16")) return QuantKernel::Avx512;
-    if (cpu_has("avx2", "fma")) return QuantKernel::Avx2;
-    return QuantKernel::Scalar;
+    static const QuantKernel best = [] {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512bf16"))
+            return QuantKernel::Avx512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return QuantKernel::Avx2;
+        return QuantKernel::Scalar;
+    }();
+    return best;
 }
 
 }  // namespace
