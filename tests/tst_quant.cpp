@@ -254,6 +254,93 @@ private Q_SLOTS:
         }
     }
 
+    // The int8 kernel's layout (kev/quant.h) holds the same values in another order.
+    void int8LayoutKeepsTheValues() {
+        std::mt19937 rng(21);
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+            for (auto [rows, cols] : {std::pair<int, int>{48, 256}, {32, 96}}) {
+                const kev::QuantMatrix q = randomMatrix(format, rows, cols, rng);
+                const kev::QuantMatrix p = kev::interleave_rows16(q);
+                QVERIFY(p.interleaved && !q.interleaved);
+                QCOMPARE(p.bytes(), q.bytes());
+                QVERIFY(p.codes != q.codes);
+                QVERIFY(at::equal(kev::dequantize(p, at::kFloat), kev::dequantize(q, at::kFloat)));
+                QVERIFY(at::equal(kev::dequantize(p, 16, 32, at::kFloat), kev::dequantize(q, 16, 32, at::kFloat)));
+                // The row-layout kernels refuse it; stacking wants row layout.
+                QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_gemv(at::randn({1, cols}), p, at::Tensor(),
+                                                                     kev::QuantKernel::Scalar));
+                QVERIFY_THROWS_EXCEPTION(kev::Error, kev::concat_rows({p, p}));
+            }
+        }
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(randomMatrix(kev::QuantFormat::NF4, 40, 64, rng)));
+        // prepare_quant leaves fp32 activations on the row layout.
+        QVERIFY(!kev::prepare_quant(randomMatrix(kev::QuantFormat::NF4, 32, 64, rng), at::kFloat).interleaved);
+        QCOMPARE(kev::prepare_quant(randomMatrix(kev::QuantFormat::NF4, 32, 64, rng), at::kBFloat16).interleaved,
+                 kev::quant_int8_available());
+    }
+
+    // The int8 kernel against its specification, computed here in double: activations
+    // quantized per row and 32 columns (scale absmax / 127, round half to even), codes
+    // entering as their int8 values (NF4: round(127 v) / 127). Only the float steps of
+    // the kernel's epilogue remain, so the bound is float rounding. The VNNI kernel and
+    // its scalar twin agree bit for bit, and a row's result does not depend on the rows
+    // beside it (prefill and decode, alone and packed, compute alike).
+    void int8KernelFollowsItsSpecification_data() {
+        QTest::addColumn<int>("format");
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<bool>("withBias");
+        QTest::newRow("nf4 48x256 bias") << int(kev::QuantFormat::NF4) << 48 << 256 << true;
+        QTest::newRow("nf4 32x96 (blocks of 32)") << int(kev::QuantFormat::NF4) << 32 << 96 << false;
+        QTest::newRow("q4_0 32x160") << int(kev::QuantFormat::Q4_0) << 32 << 160 << false;
+        QTest::newRow("q4_1 64x64 bias") << int(kev::QuantFormat::Q4_1) << 64 << 64 << true;
+    }
+
+    void int8KernelFollowsItsSpecification() {
+        QFETCH(int, format);
+        QFETCH(int, rows);
+        QFETCH(int, cols);
+        QFETCH(bool, withBias);
+        std::mt19937 rng(static_cast<unsigned>(rows * 7 + cols));
+        const kev::QuantMatrix q = kev::interleave_rows16(randomMatrix(static_cast<kev::QuantFormat>(format), rows, cols, rng));
+        kev::QuantMatrix entered = q;  // the values the kernel multiplies with
+        for (auto& v : entered.lut) v = static_cast<float>(std::nearbyint(v * 127.0f) / 127.0);
+        if (q.format != kev::QuantFormat::NF4) QVERIFY(entered.lut == q.lut);
+        const at::Tensor w = kev::dequantize(entered, at::kDouble);  // [rows, cols]
+        const at::Tensor bias = withBias ? at::randn({rows}) : at::Tensor();
+        const std::int64_t M = 40;
+        at::Tensor x = (at::randn({M, cols}) * at::rand({M, 1}) * 3).to(at::kBFloat16).to(at::kFloat);
+        x[3].zero_();  // an all-zero row: scale 0
+        // The specification's activations.
+        const at::Tensor xs = x.view({M, cols / 32, 32});
+        const at::Tensor amax = xs.abs().amax(-1, true);
+        const at::Tensor inv = at::where(amax > 0, 127.0f / amax, at::zeros_like(amax));
+        const at::Tensor xq = (xs * inv).round().to(at::kDouble) * (amax / 127.0f).to(at::kDouble);
+        at::Tensor ref = at::matmul(xq.view({M, cols}), w.t());  // [M, rows]
+        if (withBias) ref = ref + bias.to(at::kDouble);
+        const at::Tensor mag = at::matmul(xq.view({M, cols}).abs(), w.abs().t()) + 1e-6;
+
+        const at::Tensor scalar = kev::quant_int8_linear(x, q, bias, false);
+        const double worst = ((scalar.to(at::kDouble) - ref).abs() / mag).max().item<double>();
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("scalar: %1").arg(worst)));
+        QVERIFY(scalar[3].abs().max().item<float>() <= (withBias ? bias.abs().max().item<float>() : 0.0f));
+        if (kev::quant_int8_available()) {
+            QVERIFY(at::equal(kev::quant_int8_linear(x, q, bias, true), scalar));
+            // bf16 activations of the same values: the same sums, rounded to bf16 once.
+            const at::Tensor yb = kev::quant_linear(x.to(at::kBFloat16), q, bias);
+            QCOMPARE(yb.scalar_type(), at::kBFloat16);
+            QVERIFY(at::equal(yb, scalar.to(at::kBFloat16)));
+            for (std::int64_t m : {1, 2, 7, 8, 9, 16, 17, 33}) {
+                const at::Tensor part = kev::quant_int8_linear(x.narrow(0, 0, m), q, bias, true);
+                QVERIFY2(at::equal(part, scalar.narrow(0, 0, m)), qPrintable(QString("M=%1").arg(m)));
+            }
+        } else {
+            QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_int8_linear(x, q, bias, true));
+        }
+        for (std::int64_t m : {1, 5, 17}) QVERIFY(at::equal(kev::quant_int8_linear(x.narrow(0, 0, m), q, bias, false),
+                                                            scalar.narrow(0, 0, m)));
+    }
+
     void forward4bitNearFp32_data() {
         QTest::addColumn<QString>("preset");
         for (const char* p : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) QTest::newRow(p) << QString(p);
@@ -296,10 +383,27 @@ private Q_SLOTS:
         QVERIFY2(rel <= 2 * e * std::sqrt(7.0), qPrintable(QString("logit error %1, weight error %2").arg(rel).arg(e)));
     }
 
+    void isolationHoldsIn4Bit_data() {
+        QTest::addColumn<bool>("half");
+        QTest::newRow("fp32 activations") << false;
+        QTest::newRow("bf16 activations") << true;
+    }
+
     void isolationHoldsIn4Bit() {
-        // A card's tokens and logits are the same packed and alone (fp32 activations,
-        // NF4 weights: each row's result does not depend on the other rows).
-        const auto m = loadModel(tinyDir("tiny-qwen2").toStdString(), kev::DType::F32, kev::WeightQuant::NF4);
+        // A card's tokens and logits are the same packed and alone: NF4 weights, and each
+        // linear row's result does not depend on the other rows (fp32: the fused kernels;
+        // bf16: the int8 kernel where the CPU has it, exact sums, any number of rows).
+        QFETCH(bool, half);
+        const auto m = loadModel(tinyDir("tiny-qwen2").toStdString(), half ? kev::DType::BF16 : kev::DType::F32,
+                                 kev::WeightQuant::NF4);
+        if (half) QCOMPARE(m->weights().layers[0].gate_up.quant->interleaved, kev::quant_int8_available());
+        const kev::WeightMemory mem = m->weights().memory();
+        QCOMPARE(mem.int8_kernel, half && kev::quant_int8_available() ? mem.quantized() : std::int64_t{0});
+        // DESIGN.md's isolation bounds: fp32 1e-4; bf16 the same greedy tokens and a small
+        // drift: attention in bf16 rounds differently over a packed and a lone cache (the
+        // linear layers do not: exact sums), so at most 4 bf16 steps at the step's
+        // largest logit (measured: 2.4).
+        float drift = 0;
         std::mt19937 rng(11);
         std::uniform_int_distribution<int> tok(3, 511), len(2, 30);
         std::vector<kev::TokenCard> cards;
@@ -324,9 +428,14 @@ private Q_SLOTS:
                 float d = 0;
                 for (std::size_t v = 0; v < alone.cards[0].logits[s].size(); ++v)
                     d = std::max(d, std::fabs(packed.cards[c].logits[s][v] - alone.cards[0].logits[s][v]));
-                QVERIFY2(d <= 1e-4f, qPrintable(QString("card %1 step %2: %3").arg(c).arg(s).arg(d)));
+                float top = 0;
+                for (float v : alone.cards[0].logits[s]) top = std::max(top, std::fabs(v));
+                const float tol = half ? 4 * std::exp2(std::floor(std::log2(top)) - 7) : 1e-4f;
+                drift = std::max(drift, half ? d / (tol / 4) : d);
+                QVERIFY2(d <= tol, qPrintable(QString("card %1 step %2: %3").arg(c).arg(s).arg(d)));
             }
         }
+        qInfo("largest logit drift packed vs alone: %g%s", drift, half ? " bf16 steps" : "");
     }
 };
 

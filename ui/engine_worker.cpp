@@ -17,14 +17,19 @@ namespace {
 
 QString messageOf(const std::exception& e) { return QString::fromStdString(e.what()); }
 
-// What the weights are held as: the 4-bit formats present, then the dense dtype.
+// What the weights are held as: the 4-bit formats present (and whether they multiply
+// int8-quantized activations, kev/quant.h), then the dense dtype.
 QString weightFormats(const kev::WeightMemory& m, kev::DType dtype) {
     QStringList parts;
     if (m.q4_0) parts << QStringLiteral("q4_0");
     if (m.q4_1) parts << QStringLiteral("q4_1");
     if (m.nf4) parts << QStringLiteral("nf4");
     const QString dense = QString::fromLatin1(kev::to_string(dtype));
-    return parts.isEmpty() ? dense : parts.join(QStringLiteral(" + ")) + QStringLiteral(", ") + dense;
+    if (parts.isEmpty()) return dense;
+    const QString int8 = m.int8_kernel == m.quantized() ? QStringLiteral(" × int8 activations")
+                         : m.int8_kernel > 0            ? QStringLiteral(" (partly × int8 activations)")
+                                                        : QString();
+    return parts.join(QStringLiteral(" + ")) + int8 + QStringLiteral(", ") + dense;
 }
 
 }  // namespace

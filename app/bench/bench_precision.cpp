@@ -109,7 +109,8 @@ int run_precision(const Args& args) {
     report["engine"] = engine_header();
     report["command"] = command_line("precision", args);
     report["model"] = model_path;
-    report["q4_kernel"] = kev::to_string(kev::quant_kernel());
+    // Half activations (the 4bit/nf4 precisions) run the int8 kernel where the CPU has it.
+    report["q4_kernel"] = kev::quant_int8_available() ? "int8 (avx512-vnni)" : kev::to_string(kev::quant_kernel());
     report["prompt_tokens"] = prompt_len;
     report["generated_tokens"] = gen_len;
     report["repetitions"] = reps;
@@ -315,6 +316,7 @@ int run_q4kernel(const Args& args) {
     c10::InferenceMode guard;
     const at::Tensor w = at::randn({rows, cols}) * 0.02;  // [rows, cols]
     const kev::QuantMatrix q = kev::quantize_nf4(w);
+    const kev::QuantMatrix qi = rows % 16 == 0 ? kev::interleave_rows16(q) : q;  // the int8 kernel's layout
     const at::Tensor wb = w.to(at::kBFloat16);
     nlohmann::json report;
     report["engine"] = engine_header();
@@ -340,6 +342,11 @@ int run_q4kernel(const Args& args) {
             const double ms_k = time_ms([&] { (void)kev::quant_gemv(x, q, at::Tensor(), k); });
             row[std::string(kev::to_string(k)) + "_ms"] = ms_k;
             row[std::string(kev::to_string(k)) + "_gbs"] = q.bytes() / ms_k / 1e6;
+        }
+        if (kev::quant_int8_available() && qi.interleaved) {
+            const double ms_k = time_ms([&] { (void)kev::quant_int8_linear(x, qi, at::Tensor(), true); });
+            row["int8_ms"] = ms_k;
+            row["int8_gbs"] = qi.bytes() / ms_k / 1e6;
         }
         const double lin_ms = time_ms([&] { (void)kev::quant_linear(x, q, at::Tensor()); });
         row["quant_linear_ms"] = lin_ms;

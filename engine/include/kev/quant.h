@@ -16,6 +16,13 @@
 //
 // Memory: NF4 4.25 bits/weight (0.27x bf16), Q4_0 4.5 (0.28x), Q4_1 5 (0.31x, as in
 // the file). 4-bit weights run on the CPU only.
+//
+// A second layout serves the int8 kernel (prepare_quant below): rows in groups of 16,
+// and per group and 32-column slice 256 bytes in which byte 4r + t of line c (c = 0..3,
+// 64 bytes each) holds row r's code of column 8c + t in its low nibble and of column
+// 8c + 4 + t in its high nibble. Expanded, a line is two vectors of 16 rows x 4
+// columns: the operand of one vpdpbusd against 4 broadcast activation bytes. Scales
+// (and mins) are then [group][block][16 rows]. Same bytes, same values, other order.
 #pragma once
 
 #include <array>
@@ -42,6 +49,7 @@ struct QuantMatrix {
     std::vector<std::uint16_t> scales;  // [rows * cols / block] fp16 bits
     std::vector<std::uint16_t> mins;    // [rows * cols / block] fp16 bits, Q4_1 only
     std::array<float, 16> lut{};        // code -> value before scaling
+    bool interleaved = false;           // the int8 kernel's layout (see above)
 
     std::int64_t blocks_per_row() const { return cols / block; }
     std::int64_t bytes() const;  // codes + scales + mins
@@ -60,7 +68,7 @@ QuantMatrix quantize_nf4(const at::Tensor& weight);
 QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,
                             std::int64_t cols, const std::vector<std::int64_t>& row_order = {});
 
-// Stacks matrices of one format and width row-wise (q | k | v, gate | up).
+// Stacks matrices of one format and width row-wise (q | k | v, gate | up); row layout.
 QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts);
 
 // Rows [row_begin, row_end) dequantized to `dtype` (fp32, bf16 or fp16): [n, cols].
@@ -73,6 +81,31 @@ inline at::Tensor dequantize(const QuantMatrix& q, at::ScalarType dtype) { retur
 constexpr std::int64_t kQuantGemvMaxRows = 16;
 at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias);
 
+// The int8 kernel: activations quantized per row and 32-column slice to int8 (scale =
+// absmax / 127, round to nearest even, as llama.cpp's Q8_0), multiplied with the codes
+// as unsigned bytes by AVX512-VNNI (vpdpbusd) into exact int32 sums per 32 columns, and
+// only then scaled: sum += float(S) * dx * d (+ m * dx * sum(q)). NF4 codes enter as
+// round(127 * value) (at most 1/254 of the block scale off the codebook); Q4_0/Q4_1
+// codes are small integers and enter exactly. Because the sums are exact and each
+// row's float steps run in one fixed order, a row's result does not depend on how many
+// rows share the call or on the thread split: prefill and decode, a card alone or in a
+// pack, compute bit-identical rows.
+//
+// Whether this CPU runs it: AVX-512 (F, BW, VL) with VNNI; KEV_Q4_INT8=0 turns it off.
+bool quant_int8_available();
+// q in the int8 kernel's layout when that kernel is available, the activations will be
+// half precision (bf16 / fp16; fp32 activations keep the exact fused kernels) and the
+// shape allows it (rows a multiple of 16); otherwise q unchanged. quant_linear then
+// runs every call on it, whatever the number of rows.
+QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations);
+// The int8 layout regardless of the CPU's features (tests; rows a multiple of 16).
+QuantMatrix interleave_rows16(const QuantMatrix& q);
+// y = x W^T (+ bias) by the int8 kernel for x [M, cols] (any float dtype, any M) and an
+// interleaved w; y has x's dtype. vnni = false runs its portable scalar twin, the same
+// arithmetic bit for bit (tests compare them; quant_linear uses VNNI). Throws
+// Unsupported for vnni = true on a CPU without it.
+at::Tensor quant_int8_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias, bool vnni);
+
 // The fused kernel's instruction-set path. Chosen at run time from the CPU; the
 // environment variable KEV_Q4_KERNEL=avx512|avx2|scalar forces one (a forced path the
 // CPU lacks falls back to the best available one).
@@ -80,7 +113,8 @@ enum class QuantKernel { Avx512, Avx2, Scalar };
 const char* to_string(QuantKernel kernel);
 QuantKernel quant_kernel();                       // the path used now
 bool quant_kernel_supported(QuantKernel kernel);  // whether this CPU can run it
-// Runs the fused kernel with an explicit path (tests compare paths); M <= kQuantGemvMaxRows.
+// Runs the fused kernel with an explicit path (tests compare paths); M <= kQuantGemvMaxRows;
+// row layout only.
 at::Tensor quant_gemv(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias, QuantKernel kernel);
 
 }  // namespace kev

@@ -14,6 +14,10 @@
 // fp32 activations: fp32 FMAs), AVX2 (fp32, 8 lanes) and scalar. KEV_Q4_KERNEL forces
 // one so the tests can check that they agree. With bf16 activations, 9-16 rows use
 // dequantized tiles and oneDNN instead (see kFusedMaxRowsBf16).
+//
+// Matrices in the interleaved layout (prepare_quant: half activations on a CPU with
+// VNNI, the usual case for the app's 4-bit) go to the int8 kernel instead, for every
+// number of rows (linear_q4_int8.cpp); everything below serves the row layout.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -332,6 +336,7 @@ at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Te
     if (x_in.dim() != 2 || x_in.size(1) != w.cols || x_in.size(0) < 1 || x_in.size(0) > kQuantGemvMaxRows ||
         !x_in.device().is_cpu())
         throw Error(ErrorCode::InvalidArgument, "quant_gemv: x must be [1..16, cols] on the CPU");
+    if (w.interleaved) throw Error(ErrorCode::InvalidArgument, "quant_gemv: the fused kernels read the row layout");
     if (!quant_kernel_supported(kernel)) kernel = QuantKernel::Scalar;
     const std::int64_t M = x_in.size(0), I = w.cols, O = w.rows;
     at::Tensor y = at::empty({M, O}, at::kFloat);  // [M, O] fp32 accumulators
@@ -441,7 +446,9 @@ at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Ten
     const std::int64_t M = x2.size(0);
     const bool bf16 = x2.scalar_type() == at::kBFloat16 && quant_kernel() == QuantKernel::Avx512;
     at::Tensor y;
-    if (bf16 && M >= 1 && M <= kQuantGemvMaxRows && amx_q4_applies(w)) {
+    if (w.interleaved) {
+        y = quant_int8_linear(x2, w, bias, quant_int8_available());  // every M: rows computed alike (kev/quant.h)
+    } else if (bf16 && M >= 1 && M <= kQuantGemvMaxRows && amx_q4_applies(w)) {
         y = amx_q4_gemv(x2, w, bias);
     } else if (M >= 1 && M <= (bf16 ? kFusedMaxRowsBf16 : kQuantGemvMaxRows)) {
         y = quant_gemv(x2, w, bias, quant_kernel());

@@ -144,6 +144,7 @@ QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts) {
     q.block = parts[0].block;
     q.lut = parts[0].lut;
     for (const auto& p : parts) {
+        if (p.interleaved) throw Error(ErrorCode::InvalidArgument, "concat_rows: parts must be in row layout");
         if (p.format != q.format || p.cols != q.cols || p.block != q.block)
             throw Error(ErrorCode::InvalidArgument, "concat_rows: parts differ in format or width");
         q.rows += p.rows;
@@ -152,6 +153,60 @@ QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts) {
         q.mins.insert(q.mins.end(), p.mins.begin(), p.mins.end());
     }
     return q;
+}
+
+namespace {
+
+// The code of (row, col) and the index of its scale, in either layout.
+int code_at(const QuantMatrix& q, std::int64_t row, std::int64_t col) {
+    std::uint8_t byte;
+    bool high;
+    if (q.interleaved) {
+        const std::int64_t k = col % 32, within = k % 8;
+        byte = q.codes[static_cast<std::size_t>(((row / 16) * (q.cols / 32) + col / 32) * 256 + (k / 8) * 64 +
+                                                (row % 16) * 4 + within % 4)];
+        high = within >= 4;
+    } else {
+        byte = q.codes[static_cast<std::size_t>((row * q.cols + col / 32 * 32) / 2 + col % 16)];
+        high = col % 32 >= 16;
+    }
+    return high ? byte >> 4 : byte & 0x0f;
+}
+
+std::int64_t scale_at(const QuantMatrix& q, std::int64_t row, std::int64_t block) {
+    return q.interleaved ? ((row / 16) * q.blocks_per_row() + block) * 16 + row % 16 : row * q.blocks_per_row() + block;
+}
+
+}  // namespace
+
+QuantMatrix interleave_rows16(const QuantMatrix& q) {
+    if (q.interleaved) return q;
+    if (q.rows % 16 != 0 || q.cols % 32 != 0)
+        throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
+    QuantMatrix out = q;
+    out.interleaved = true;
+    const std::int64_t G = q.cols / 32, bpr = q.blocks_per_row();
+    at::parallel_for(0, q.rows / 16, 8, [&](std::int64_t g0, std::int64_t g1) {
+        for (std::int64_t R = g0; R < g1; ++R) {
+            for (std::int64_t r = 0; r < 16; ++r) {
+                const std::int64_t row = R * 16 + r;
+                for (std::int64_t b = 0; b < bpr; ++b) {
+                    out.scales[static_cast<std::size_t>((R * bpr + b) * 16 + r)] = q.scales[row * bpr + b];
+                    if (!q.mins.empty()) out.mins[static_cast<std::size_t>((R * bpr + b) * 16 + r)] = q.mins[row * bpr + b];
+                }
+                for (std::int64_t g = 0; g < G; ++g) {
+                    for (int c = 0; c < 4; ++c) {
+                        for (int t = 0; t < 4; ++t) {
+                            const std::int64_t col = g * 32 + c * 8 + t;
+                            out.codes[static_cast<std::size_t>((R * G + g) * 256 + c * 64 + r * 4 + t)] =
+                                static_cast<std::uint8_t>(code_at(q, row, col) | code_at(q, row, col + 4) << 4);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    return out;
 }
 
 at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t row_end, at::ScalarType dtype) {
@@ -164,10 +219,15 @@ at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t
         for (std::int64_t r = r0; r < r1; ++r) {
             const std::int64_t row = row_begin + r;
             for (std::int64_t b = 0; b < bpr; ++b) {
-                const float d = fp16_to_float(q.scales[row * bpr + b]);
-                const float m = q.mins.empty() ? 0.0f : fp16_to_float(q.mins[row * bpr + b]);
-                const std::uint8_t* c = q.codes.data() + (row * q.cols + b * q.block) / 2;
+                const std::int64_t s = scale_at(q, row, b);
+                const float d = fp16_to_float(q.scales[s]);
+                const float m = q.mins.empty() ? 0.0f : fp16_to_float(q.mins[s]);
                 float* yb = y + r * q.cols + b * q.block;
+                if (q.interleaved) {
+                    for (std::int64_t j = 0; j < q.block; ++j) yb[j] = q.lut[code_at(q, row, b * q.block + j)] * d + m;
+                    continue;
+                }
+                const std::uint8_t* c = q.codes.data() + (row * q.cols + b * q.block) / 2;
                 for (std::int64_t g = 0; g < q.block; g += 32) {
                     for (int j = 0; j < 16; ++j) {
                         yb[g + j] = q.lut[c[g / 2 + j] & 0x0f] * d + m;

@@ -107,6 +107,7 @@ WeightMemory ModelWeights::memory() const {
             case QuantFormat::Q4_0: m.q4_0 += b; break;
             case QuantFormat::Q4_1: m.q4_1 += b; break;
         }
+        if (lin.quant->interleaved) m.int8_kernel += b;
     };
     add(embed);
     add(final_norm);
@@ -289,7 +290,7 @@ public:
                 // The embedding stays dense for the lookup; the head multiplies by a 4-bit copy.
                 w.lm_head.quant = kept_blocks({{global(kEmbedName), c_.vocab_size, 0}}, c_.hidden_size, false);
                 if (!w.lm_head.quant && c_.hidden_size % 32 == 0)
-                    w.lm_head.quant = std::make_shared<const QuantMatrix>(quantize_nf4(w.embed));
+                    w.lm_head.quant = prepared(quantize_nf4(w.embed));
                 if (w.lm_head.quant) w.lm_head.weight = at::Tensor();
             }
         } else {
@@ -397,8 +398,14 @@ private:
             copy_into(dense.narrow(0, r, p.rows), p.name, p.permute_heads);
             r += p.rows;
         }
-        if (to_nf4) lin.quant = std::make_shared<const QuantMatrix>(quantize_nf4(dense));
+        if (to_nf4) lin.quant = prepared(quantize_nf4(dense));
         else lin.weight = dense;
+    }
+
+    // A 4-bit matrix in the layout its kernel reads (the int8 one for half activations
+    // on CPUs with VNNI; kev/quant.h).
+    std::shared_ptr<const QuantMatrix> prepared(QuantMatrix q) const {
+        return std::make_shared<const QuantMatrix>(prepare_quant(std::move(q), opts_.dtype().toScalarType()));
     }
 
     // GGUF Q4_0/Q4_1 blocks of `parts` taken over as they are, or null when the mode,
@@ -433,7 +440,7 @@ private:
                 if (progress_) progress_(++done_, total_);
             }
         }
-        return std::make_shared<const QuantMatrix>(mats.size() == 1 ? std::move(mats[0]) : concat_rows(mats));
+        return prepared(mats.size() == 1 ? std::move(mats[0]) : concat_rows(mats));
     }
 
     LayerWeights load_layer(std::int64_t i) {
