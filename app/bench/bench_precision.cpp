@@ -338,7 +338,7 @@ int run_q4kernel(const Args& args) {
         row["bf16_linear_ms"] = bf16_ms;
         row["bf16_linear_gbs"] = wb.nbytes() / bf16_ms / 1e6;
         for (auto k : {kev::QuantKernel::Avx512, kev::QuantKernel::Avx2, kev::QuantKernel::Scalar}) {
-            if (!kev::quant_kernel_supported(k)) continue;
+            if (!kev::quant_kernel_supported(k) || m > kev::kQuantGemvMaxRows) continue;
             const double ms_k = time_ms([&] { (void)kev::quant_gemv(x, q, at::Tensor(), k); });
             row[std::string(kev::to_string(k)) + "_ms"] = ms_k;
             row[std::string(kev::to_string(k)) + "_gbs"] = q.bytes() / ms_k / 1e6;
