@@ -110,7 +110,7 @@ int run_precision(const Args& args) {
     report["command"] = command_line("precision", args);
     report["model"] = model_path;
     // Half activations (the 4bit/nf4 precisions) run the int8 kernel where the CPU has it.
-    report["q4_kernel"] = kev::quant_int8_available() ? "int8 (avx512-vnni)" : kev::to_string(kev::quant_kernel());
+    report["q4_kernel"] = kev::quant_int8_available() ? kev::to_string(kev::quant_int8_kernel()) : kev::to_string(kev::quant_kernel());
     report["prompt_tokens"] = prompt_len;
     report["generated_tokens"] = gen_len;
     report["repetitions"] = reps;
@@ -343,10 +343,12 @@ int run_q4kernel(const Args& args) {
             row[std::string(kev::to_string(k)) + "_ms"] = ms_k;
             row[std::string(kev::to_string(k)) + "_gbs"] = q.bytes() / ms_k / 1e6;
         }
-        if (kev::quant_int8_available() && qi.interleaved) {
-            const double ms_k = time_ms([&] { (void)kev::quant_int8_linear(x, qi, at::Tensor(), true); });
-            row["int8_ms"] = ms_k;
-            row["int8_gbs"] = qi.bytes() / ms_k / 1e6;
+        for (auto k : {kev::Int8Kernel::Vnni, kev::Int8Kernel::Amx}) {
+            if (!kev::quant_int8_kernel_supported(k) || !qi.interleaved) continue;
+            const std::string name = k == kev::Int8Kernel::Amx ? "int8_amx" : "int8_vnni";
+            const double ms_k = time_ms([&] { (void)kev::quant_int8_linear(x, qi, at::Tensor(), k); });
+            row[name + "_ms"] = ms_k;
+            row[name + "_gbs"] = qi.bytes() / ms_k / 1e6;
         }
         const double lin_ms = time_ms([&] { (void)kev::quant_linear(x, q, at::Tensor()); });
         row["quant_linear_ms"] = lin_ms;

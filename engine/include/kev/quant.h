@@ -92,7 +92,14 @@ at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Ten
 // pack, compute bit-identical rows.
 //
 // Whether this CPU runs it: AVX-512 (F, BW, VL) with VNNI; KEV_Q4_INT8=0 turns it off.
+// Where the CPU also has AMX-INT8, calls of 32 rows or more (prefill) multiply whole
+// 16-row passes on the tile unit: the same exact sums and the same float steps, so the
+// same bits (KEV_Q4_INT8_AMX=0 keeps to VNNI).
 bool quant_int8_available();
+enum class Int8Kernel { Scalar, Vnni, Amx };  // Scalar: the portable twin (tests)
+const char* to_string(Int8Kernel kernel);
+bool quant_int8_kernel_supported(Int8Kernel kernel);
+Int8Kernel quant_int8_kernel();  // the one quant_linear uses
 // q in the int8 kernel's layout when that kernel is available, the activations will be
 // half precision (bf16 / fp16; fp32 activations keep the exact fused kernels) and the
 // shape allows it (rows a multiple of 16); otherwise q unchanged. quant_linear then
@@ -101,10 +108,9 @@ QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations);
 // The int8 layout regardless of the CPU's features (tests; rows a multiple of 16).
 QuantMatrix interleave_rows16(const QuantMatrix& q);
 // y = x W^T (+ bias) by the int8 kernel for x [M, cols] (any float dtype, any M) and an
-// interleaved w; y has x's dtype. vnni = false runs its portable scalar twin, the same
-// arithmetic bit for bit (tests compare them; quant_linear uses VNNI). Throws
-// Unsupported for vnni = true on a CPU without it.
-at::Tensor quant_int8_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias, bool vnni);
+// interleaved w; y has x's dtype. Every path computes the same bits (tests compare
+// them); Unsupported for a path this CPU lacks.
+at::Tensor quant_int8_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias, Int8Kernel kernel);
 
 // The fused kernel's instruction-set path. Chosen at run time from the CPU; the
 // environment variable KEV_Q4_KERNEL=avx512|avx2|scalar forces one (a forced path the

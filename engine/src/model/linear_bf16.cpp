@@ -129,13 +129,7 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
 // C tiles hold 16 outputs x 16 activation rows in fp32. A tile multiply does 16x16x32
 // multiply-adds, so at decode shapes the step is bound by streaming the weights only,
 // whatever the number of rows (1..16).
-struct alignas(64) TileConfig {
-    std::uint8_t palette = 1;
-    std::uint8_t start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t colsb[16] = {};
-    std::uint8_t rows[16] = {};
-};
+using TileConfig = AmxTileConfig;
 
 constexpr std::int64_t kTileRows = 16;  // outputs per A tile, activation rows per B tile
 constexpr std::int64_t kTileK = 32;     // bf16 inputs per tile row

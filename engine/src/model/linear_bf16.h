@@ -29,6 +29,15 @@ constexpr std::int64_t kBf16GemvMaxRows = 16;
 // of 32 bf16 (64 bytes); tiles 0-7 are configured 16 x 64 bytes by amx_load_tile_config,
 // which every thread calls before its first tile instruction.
 bool amx_ready();  // CPU has AMX-BF16 and the OS granted the tile state
+// The 64-byte operand of ldtilecfg (palette 1): bytes per row and rows of tiles 0-15.
+// Keep it in static storage: GCC does not see ldtilecfg read a local one.
+struct alignas(64) AmxTileConfig {
+    std::uint8_t palette = 1;
+    std::uint8_t start_row = 0;
+    std::uint8_t reserved[14] = {};
+    std::uint16_t colsb[16] = {};
+    std::uint8_t rows[16] = {};
+};
 void amx_load_tile_config();
 // x [M, I] (I a multiple of 32) -> the B operand: [ceil(M/16)][I/32][16 pairs][16 rows][2].
 std::vector<std::uint16_t> amx_pack_activations(const std::uint16_t* x, std::int64_t M, std::int64_t I);

@@ -447,7 +447,7 @@ at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Ten
     const bool bf16 = x2.scalar_type() == at::kBFloat16 && quant_kernel() == QuantKernel::Avx512;
     at::Tensor y;
     if (w.interleaved) {
-        y = quant_int8_linear(x2, w, bias, quant_int8_available());  // every M: rows computed alike (kev/quant.h)
+        y = quant_int8_linear(x2, w, bias, quant_int8_kernel());  // every M: rows computed alike (kev/quant.h)
     } else if (bf16 && M >= 1 && M <= kQuantGemvMaxRows && amx_q4_applies(w)) {
         y = amx_q4_gemv(x2, w, bias);
     } else if (M >= 1 && M <= (bf16 ? kFusedMaxRowsBf16 : kQuantGemvMaxRows)) {
