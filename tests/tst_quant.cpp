@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -335,6 +336,17 @@ private Q_SLOTS:
                 const at::Tensor part = kev::quant_int8_linear(x.narrow(0, 0, m), q, bias, k);
                 QVERIFY2(at::equal(part, scalar.narrow(0, 0, m)), qPrintable(QString("%1 M=%2").arg(kev::to_string(k)).arg(m)));
             }
+        }
+        // A NaN or an infinity in an activation row makes that row's outputs NaN on every
+        // path (as a float multiply would), and leaves the other rows alone.
+        at::Tensor bad = x.narrow(0, 0, 3).clone();
+        bad[0][5] = std::numeric_limits<float>::quiet_NaN();
+        bad[1][cols - 1] = std::numeric_limits<float>::infinity();
+        for (auto k : {kev::Int8Kernel::Scalar, kev::Int8Kernel::Vnni, kev::Int8Kernel::Amx}) {
+            if (!kev::quant_int8_kernel_supported(k)) continue;
+            const at::Tensor yb = kev::quant_int8_linear(bad, q, bias, k);
+            QVERIFY2(yb[0].isnan().all().item<bool>() && yb[1].isnan().all().item<bool>(), kev::to_string(k));
+            QVERIFY(at::equal(yb[2], scalar[2]));
         }
         if (kev::quant_int8_available()) {
             // bf16 activations of the same values: the same sums, rounded to bf16 once.

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -72,14 +73,16 @@ struct Int8Acts {
     std::vector<std::int32_t> init;
 
     void resize(std::int64_t M, std::int64_t K) {
-        q.resize(static_cast<std::size_t>(M * K));  // AMX passes read whole 16-row tiles, so M is whole
+        q.resize(static_cast<std::size_t>(M * K));  // AMX passes read only whole 16-row groups within M
         dxu.resize(static_cast<std::size_t>(M * K / 32));
         sdx.resize(dxu.size());
         init.resize(dxu.size());
     }
-    // Slice i's numbers from its absmax and the sum of its codes.
+    // Slice i's numbers from its absmax and the sum of its codes. A slice holding a NaN
+    // or an infinity gets a NaN scale, so the rows it feeds come out NaN, as a float
+    // multiply would give (the generator reports non-finite logits), not quietly finite.
     void set_slice(std::int64_t i, float amax, std::int32_t sum, const CodeBytes& cb) {
-        const float dx = amax / 127.0f;
+        const float dx = std::isfinite(amax) ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
         dxu[i] = dx * cb.unit;
         sdx[i] = static_cast<float>(sum) * dx;
         init[i] = -cb.offset * sum;
@@ -105,8 +108,10 @@ KEV_VNNI void quantize_rows(const void* x, std::int64_t M, std::int64_t K, const
     for (std::int64_t i = 0; i < M * G; ++i) {
         __m512 v0, v1;
         load32<kBf16>(x, i * 32, v0, v1);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        if (_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q))  // max drops NaNs
+            amax = std::numeric_limits<float>::quiet_NaN();
+        const float inv = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
         const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(inv)));  // nearest, ties to even
         const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q.data() + i * 32), _mm512_cvtepi32_epi8(q0));
@@ -196,7 +201,9 @@ void quantize_rows_scalar(const float* x, std::int64_t M, std::int64_t K, const 
         const float* v = x + i * 32;
         float amax = 0.0f;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < 32; ++j)
+            if (std::isnan(v[j])) amax = v[j];  // std::max may drop a NaN
+        const float inv = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
         std::int32_t sum = 0;
         for (int j = 0; j < 32; ++j) {
             const auto q = static_cast<std::int8_t>(std::lrint(v[j] * inv));
