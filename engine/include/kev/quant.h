@@ -76,7 +76,8 @@ at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t
 inline at::Tensor dequantize(const QuantMatrix& q, at::ScalarType dtype) { return dequantize(q, 0, q.rows, dtype); }
 
 // y = x W^T (+ bias) for x [M, cols] (fp32, bf16 or fp16, CPU); y has x's dtype.
-// Decode shapes (M <= kQuantGemvMaxRows) use the fused dequantize-and-multiply kernel,
+// An interleaved q goes to the int8 kernel (below) for every M. In the row layout,
+// decode shapes (M <= kQuantGemvMaxRows) use the fused dequantize-and-multiply kernel,
 // larger M dequantizes chunks of output rows and multiplies them with at::linear.
 constexpr std::int64_t kQuantGemvMaxRows = 16;
 at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias);
