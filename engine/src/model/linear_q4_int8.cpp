@@ -128,6 +128,27 @@ KEV_VNNI inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const std::int32_t*
     return acc;
 }
 
+// Where results go: fp32 or bf16 rows of ld values, plus an fp32 bias when not null.
+// Adding the bias and rounding to bf16 here spares two passes over [M, O] per call.
+struct Out {
+    float* f32 = nullptr;
+    std::uint16_t* bf16 = nullptr;
+    const float* bias = nullptr;
+    std::int64_t ld = 0;
+};
+
+// 16 results of row `row` from column col: + bias, then stored (bf16: rounded to nearest
+// even, NaN as 0x7fc0, as c10::BFloat16 does).
+KEV_VNNI inline void store16(const Out& y, std::int64_t row, std::int64_t col, __m512 v) {
+    if (y.bias) v = _mm512_add_ps(v, _mm512_loadu_ps(y.bias + col));
+    if (y.f32) return _mm512_storeu_ps(y.f32 + row * y.ld + col, v);
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y.bf16 + row * y.ld + col), _mm512_cvtepi32_epi16(r));
+}
+
 // A 64-byte line of codes as two vpdpbusd operands (16 outputs x 4 columns each): the
 // low and the high nibbles, through the format's byte table for NF4.
 template <bool kNf4>
@@ -162,9 +183,9 @@ KEV_VNNI inline void scale_slice(const QuantMatrix& w, const Int8Acts& a, const 
 
 // Output groups [R0, R1) for activation rows [0, MB) of `a` starting at row m0.
 template <int MB, bool kNf4, bool kMins>
-KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, float* y,
+KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, const Out& y,
                      std::int64_t R0, std::int64_t R1) {
-    const std::int64_t K = w.cols, G = K / 32, O = w.rows;
+    const std::int64_t K = w.cols, G = K / 32;
     const __m512i table = _mm512_loadu_si512(cb.u8);
     const std::int8_t* xq = a.q.data() + m0 * K;
     const std::int64_t s0 = m0 * G;  // first slice index of row m0
@@ -186,7 +207,7 @@ KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& 
             }
             scale_slice<MB, kMins>(w, a, s, R, g, s0, acc);
         }
-        for (int m = 0; m < MB; ++m) _mm512_storeu_ps(y + (m0 + m) * O + R * 16, acc[m]);
+        for (int m = 0; m < MB; ++m) store16(y, m0 + m, R * 16, acc[m]);
     }
 }
 
@@ -214,9 +235,9 @@ void quantize_rows_scalar(const float* x, std::int64_t M, std::int64_t K, const 
     }
 }
 
-void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t M, float* y,
+void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t M, const Out& y,
                    std::int64_t R0, std::int64_t R1) {
-    const std::int64_t K = w.cols, G = K / 32, O = w.rows, bpr = w.blocks_per_row(), per_block = w.block / 32;
+    const std::int64_t K = w.cols, G = K / 32, bpr = w.blocks_per_row(), per_block = w.block / 32;
     for (std::int64_t R = R0; R < R1; ++R) {
         for (std::int64_t m = 0; m < M; ++m) {
             float acc[16] = {};
@@ -237,7 +258,12 @@ void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a,
                     if (!w.mins.empty()) acc[r] = std::fmaf(fp16_to_float(w.mins[sc + r]), a.sdx[slice], acc[r]);
                 }
             }
-            std::copy(acc, acc + 16, y + m * O + R * 16);
+            for (int r = 0; r < 16; ++r) {
+                const std::int64_t o = R * 16 + r;
+                const float v = y.bias ? acc[r] + y.bias[o] : acc[r];
+                if (y.f32) y.f32[m * y.ld + o] = v;
+                else y.bf16[m * y.ld + o] = c10::BFloat16(v).x;
+            }
         }
     }
 }
@@ -306,10 +332,10 @@ KEV_AMX_INT8 inline void amx_multiply(int k, const std::int8_t* xq, std::int64_t
 
 // Activation rows [m0, m0 + 16) x groups [R0, R1), from their expanded tiles bx.
 template <bool kMins>
-KEV_AMX_INT8 void groups_amx(const QuantMatrix& w, const Int8Acts& a, std::int64_t m0, float* y, std::int64_t R0,
+KEV_AMX_INT8 void groups_amx(const QuantMatrix& w, const Int8Acts& a, std::int64_t m0, const Out& y, std::int64_t R0,
                              std::int64_t R1, const std::uint8_t* bx) {
     _tile_loadconfig(&int8_tile_config());
-    const std::int64_t K = w.cols, G = K / 32, O = w.rows;
+    const std::int64_t K = w.cols, G = K / 32;
     alignas(64) std::int32_t c[kAmxDepth][256];
     const std::int8_t* xq = a.q.data() + m0 * K;
     const std::int64_t s0 = m0 * G;
@@ -327,7 +353,7 @@ KEV_AMX_INT8 void groups_amx(const QuantMatrix& w, const Int8Acts& a, std::int64
                 scale_slice<16, kMins>(w, a, s, R, g - 2, s0, acc);
             }
         }
-        for (int m = 0; m < 16; ++m) _mm512_storeu_ps(y + (m0 + m) * O + R * 16, acc[m]);
+        for (int m = 0; m < 16; ++m) store16(y, m0 + m, R * 16, acc[m]);
     }
     _tile_release();
 }
@@ -405,8 +431,15 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
     if (!quant_int8_kernel_supported(kernel))
         throw Error(ErrorCode::Unsupported, std::string("this CPU cannot run the ") + to_string(kernel) + " 4-bit kernel");
     const std::int64_t M = x_in.size(0), K = w.cols, O = w.rows, G = K / 32;
-    at::Tensor y = at::empty({M, O}, at::kFloat);  // [M, O]
+    const bool bf16_out = x_in.scalar_type() == at::kBFloat16;
+    at::Tensor y = at::empty({M, O}, bf16_out ? at::kBFloat16 : at::kFloat);  // [M, O]
     if (M == 0) return y.to(x_in.scalar_type());
+    const at::Tensor b32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();  // [O]
+    Out yp;
+    if (bf16_out) yp.bf16 = reinterpret_cast<std::uint16_t*>(y.data_ptr<at::BFloat16>());
+    else yp.f32 = y.data_ptr<float>();
+    yp.bias = b32.defined() ? b32.data_ptr<float>() : nullptr;
+    yp.ld = O;
     const CodeBytes cb = code_bytes(w);
     Int8Acts a;
     const bool vnni = kernel != Int8Kernel::Scalar;
@@ -418,7 +451,6 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
         if (vnni) quantize_rows<false>(x.data_ptr<float>(), M, K, cb, a);
         else quantize_rows_scalar(x.data_ptr<float>(), M, K, cb, a);
     }
-    float* yp = y.data_ptr<float>();
     const bool nf4 = w.format == QuantFormat::NF4, mins = !w.mins.empty();
     // AMX takes whole passes of 16 rows; VNNI passes of 8 take the rest.
     const std::int64_t amx_rows = kernel == Int8Kernel::Amx && M >= kAmxMinRows ? M / 16 * 16 : 0;
@@ -457,8 +489,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
         const std::int64_t step = M <= kRowsPerPass ? R1 - R0 : 1;
         for (std::int64_t R = R0; R < R1; R += step) vnni_passes(0, R, R + step);
     });
-    if (bias.defined()) y.add_(bias.to(at::kFloat));
-    return x_in.scalar_type() == at::kFloat ? y : y.to(x_in.scalar_type());
+    return bf16_out || x_in.scalar_type() == at::kFloat ? y : y.to(x_in.scalar_type());
 }
 
 }  // namespace kev
