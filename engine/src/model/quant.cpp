@@ -183,23 +183,37 @@ QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
         throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
-    QuantMatrix out = q;
+    QuantMatrix out;  // the metadata of q; every byte below is written once
+    out.format = q.format;
+    out.rows = q.rows;
+    out.cols = q.cols;
+    out.block = q.block;
+    out.lut = q.lut;
     out.interleaved = true;
+    out.codes.resize(q.codes.size());
+    out.scales.resize(q.scales.size());
+    out.mins.resize(q.mins.size());
     const std::int64_t G = q.cols / 32, bpr = q.blocks_per_row();
     at::parallel_for(0, q.rows / 16, 8, [&](std::int64_t g0, std::int64_t g1) {
         for (std::int64_t R = g0; R < g1; ++R) {
             for (std::int64_t r = 0; r < 16; ++r) {
                 const std::int64_t row = R * 16 + r;
                 for (std::int64_t b = 0; b < bpr; ++b) {
-                    out.scales[static_cast<std::size_t>((R * bpr + b) * 16 + r)] = q.scales[row * bpr + b];
-                    if (!q.mins.empty()) out.mins[static_cast<std::size_t>((R * bpr + b) * 16 + r)] = q.mins[row * bpr + b];
+                    const std::size_t to = static_cast<std::size_t>((R * bpr + b) * 16 + r);
+                    out.scales[to] = q.scales[row * bpr + b];
+                    if (!q.mins.empty()) out.mins[to] = q.mins[row * bpr + b];
                 }
-                for (std::int64_t g = 0; g < G; ++g) {
+                // A source group is 16 bytes: byte j holds column j (low nibble) and
+                // j + 16 (high). Line c wants columns 8c + t and 8c + 4 + t: low nibbles
+                // for c = 0, 1, high nibbles for c = 2, 3.
+                const std::uint8_t* src = q.codes.data() + row * q.cols / 2;
+                std::uint8_t* dst = out.codes.data() + R * G * 256 + r * 4;
+                for (std::int64_t g = 0; g < G; ++g, src += 16, dst += 256) {
                     for (int c = 0; c < 4; ++c) {
+                        const int shift = c < 2 ? 0 : 4, base = 8 * c - (c < 2 ? 0 : 16);
                         for (int t = 0; t < 4; ++t) {
-                            const std::int64_t col = g * 32 + c * 8 + t;
-                            out.codes[static_cast<std::size_t>((R * G + g) * 256 + c * 64 + r * 4 + t)] =
-                                static_cast<std::uint8_t>(code_at(q, row, col) | code_at(q, row, col + 4) << 4);
+                            const int lo = (src[base + t] >> shift) & 0x0f, hi = (src[base + 4 + t] >> shift) & 0x0f;
+                            dst[64 * c + t] = static_cast<std::uint8_t>(lo | hi << 4);
                         }
                     }
                 }
