@@ -102,10 +102,8 @@ KEV_VNNI inline void load32(const void* src, std::int64_t at, __m512& v0, __m512
 }
 
 template <bool kBf16>
-KEV_VNNI void quantize_rows(const void* x, std::int64_t M, std::int64_t K, const CodeBytes& cb, Int8Acts& a) {
-    const std::int64_t G = K / 32;
-    a.resize(M, K);
-    for (std::int64_t i = 0; i < M * G; ++i) {
+KEV_VNNI void quantize_slices(const void* x, std::int64_t i0, std::int64_t i1, const CodeBytes& cb, Int8Acts& a) {
+    for (std::int64_t i = i0; i < i1; ++i) {
         __m512 v0, v1;
         load32<kBf16>(x, i * 32, v0, v1);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -215,10 +213,8 @@ KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& 
 
 // The same arithmetic without SIMD (CPUs without VNNI; tests compare the two bit for
 // bit): x*inv rounded to nearest even, exact int32 sums, fmaf's single rounding.
-void quantize_rows_scalar(const float* x, std::int64_t M, std::int64_t K, const CodeBytes& cb, Int8Acts& a) {
-    const std::int64_t G = K / 32;
-    a.resize(M, K);
-    for (std::int64_t i = 0; i < M * G; ++i) {
+void quantize_slices_scalar(const float* x, std::int64_t i0, std::int64_t i1, const CodeBytes& cb, Int8Acts& a) {
+    for (std::int64_t i = i0; i < i1; ++i) {
         const float* v = x + i * 32;
         float amax = 0.0f;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
@@ -441,16 +437,18 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
     yp.bias = b32.defined() ? b32.data_ptr<float>() : nullptr;
     yp.ld = O;
     const CodeBytes cb = code_bytes(w);
-    Int8Acts a;
     const bool vnni = kernel != Int8Kernel::Scalar;
-    if (vnni && x_in.scalar_type() == at::kBFloat16) {
-        const at::Tensor x = x_in.contiguous();
-        quantize_rows<true>(x.data_ptr<at::BFloat16>(), M, K, cb, a);
-    } else {
-        const at::Tensor x = x_in.to(at::kFloat).contiguous();
-        if (vnni) quantize_rows<false>(x.data_ptr<float>(), M, K, cb, a);
-        else quantize_rows_scalar(x.data_ptr<float>(), M, K, cb, a);
-    }
+    // Activations to int8, slice by slice; threads share the work only for prompts
+    // (decode calls have at most 16 x 152 slices).
+    Int8Acts a;
+    a.resize(M, K);
+    const bool bf16_in = vnni && x_in.scalar_type() == at::kBFloat16;
+    const at::Tensor x = bf16_in ? x_in.contiguous() : x_in.to(at::kFloat).contiguous();  // [M, K]
+    at::parallel_for(0, M * G, 4096, [&](std::int64_t i0, std::int64_t i1) {
+        if (bf16_in) quantize_slices<true>(x.data_ptr<at::BFloat16>(), i0, i1, cb, a);
+        else if (vnni) quantize_slices<false>(x.data_ptr<float>(), i0, i1, cb, a);
+        else quantize_slices_scalar(x.data_ptr<float>(), i0, i1, cb, a);
+    });
     const bool nf4 = w.format == QuantFormat::NF4, mins = !w.mins.empty();
     // AMX takes whole passes of 16 rows; VNNI passes of 8 take the rest.
     const std::int64_t amx_rows = kernel == Int8Kernel::Amx && M >= kAmxMinRows ? M / 16 * 16 : 0;
