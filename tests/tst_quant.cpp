@@ -342,11 +342,15 @@ private Q_SLOTS:
         at::Tensor bad = x.narrow(0, 0, 3).clone();
         bad[0][5] = std::numeric_limits<float>::quiet_NaN();
         bad[1][cols - 1] = std::numeric_limits<float>::infinity();
+        // bf16 in and out: every path stores the same bits, NaNs included.
+        const at::Tensor badb = bad.to(at::kBFloat16);
+        const at::Tensor bitsb = kev::quant_int8_linear(badb, q, bias, kev::Int8Kernel::Scalar).view(at::kShort);
         for (auto k : {kev::Int8Kernel::Scalar, kev::Int8Kernel::Vnni, kev::Int8Kernel::Amx}) {
             if (!kev::quant_int8_kernel_supported(k)) continue;
             const at::Tensor yb = kev::quant_int8_linear(bad, q, bias, k);
             QVERIFY2(yb[0].isnan().all().item<bool>() && yb[1].isnan().all().item<bool>(), kev::to_string(k));
             QVERIFY(at::equal(yb[2], scalar[2]));
+            QVERIFY2(at::equal(kev::quant_int8_linear(badb, q, bias, k).view(at::kShort), bitsb), kev::to_string(k));
         }
         if (kev::quant_int8_available()) {
             // bf16 activations of the same values: the same sums, rounded to bf16 once.

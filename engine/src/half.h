@@ -1,4 +1,4 @@
-// IEEE half and bfloat16 to float, bit-exact, without any tensor library.
+// IEEE half and bfloat16 to and from float, bit-exact, without any tensor library.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,15 @@ inline float bf16_to_float(std::uint16_t h) {
     float f;
     std::memcpy(&f, &bits, sizeof f);
     return f;
+}
+
+// fp32 -> bf16, rounded to nearest even as c10::BFloat16 does; a NaN stays a (quiet) NaN.
+inline std::uint16_t float_to_bf16(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<std::uint16_t>(u >> 16);
 }
 
 inline float fp16_to_float(std::uint16_t h) {

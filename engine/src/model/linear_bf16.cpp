@@ -13,6 +13,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+
+#include "half.h"
 // GCC 12 warns inside its own _mm512_reduce_add_ps (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -65,21 +67,6 @@ std::atomic<Bf16Kernel>& requested_kernel() {
     return k;
 }
 
-// fp32 -> bf16, round to nearest even (as c10::BFloat16 does).
-inline std::uint16_t to_bf16(float f) {
-    std::uint32_t u;
-    std::memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<std::uint16_t>(u >> 16);
-}
-
-inline float from_bf16(std::uint16_t h) {
-    const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 // Rows [o_begin, o_end) of y for up to 4 rows of x (MB) at a time, 4 weight rows per
 // pass: 16 accumulators, each weight vector loaded once and used MB times.
@@ -104,8 +91,8 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
         for (int m = 0; m < MB; ++m)
             for (int r = 0; r < 4; ++r) {
                 float s = _mm512_reduce_add_ps(acc[m][r]);
-                if (bias) s += from_bf16(bias[o + r]);
-                y[m * ldy + o + r] = to_bf16(s);
+                if (bias) s += bf16_to_float(bias[o + r]);
+                y[m * ldy + o + r] = float_to_bf16(s);
             }
     }
     for (; o < o_end; ++o) {  // a tail of fewer than 4 rows
@@ -115,8 +102,8 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
                 acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(w + o * I + i),
                                        (__m512bh)_mm512_loadu_si512(x + m * ldx + i));
             float s = _mm512_reduce_add_ps(acc);
-            if (bias) s += from_bf16(bias[o]);
-            y[m * ldy + o] = to_bf16(s);
+            if (bias) s += bf16_to_float(bias[o]);
+            y[m * ldy + o] = float_to_bf16(s);
         }
     }
 }
