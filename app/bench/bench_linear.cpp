@@ -45,14 +45,18 @@ int run_linear(const kevbench::Args& args) {
     c10::InferenceMode guard;
     nlohmann::json report = kevbench::engine_header();
     report["benchmark"] = "linear";
-    const kev::Bf16Kernel kernels[] = {kev::Bf16Kernel::Amx, kev::Bf16Kernel::Avx512, kev::Bf16Kernel::Torch};
+    const kev::Bf16Kernel kernels[] = {kev::Bf16Kernel::Amx,    kev::Bf16Kernel::Avx512Bf16, kev::Bf16Kernel::Avx512,
+                                       kev::Bf16Kernel::Avx2,   kev::Bf16Kernel::Torch};
     for (auto [O, I] : shapes) {
         kev::Linear lin;
         lin.weight = at::randn({O, I}).to(at::kBFloat16);
         for (long long M : rows) {
             const at::Tensor x = at::randn({M, I}).to(at::kBFloat16);
             for (kev::Bf16Kernel k : kernels) {
-                if (!kev::bf16_kernel_available(k)) continue;
+                if (!kev::bf16_kernel_available(k)) {
+                    std::printf("%-10s not run: this CPU lacks it\n", kev::to_string(k));
+                    continue;
+                }
                 kev::set_bf16_kernel(k);
                 for (int w = 0; w < 2; ++w) lin(x);
                 std::vector<double> ms;
@@ -64,7 +68,7 @@ int run_linear(const kevbench::Args& args) {
                 std::sort(ms.begin(), ms.end());
                 const double med = ms[ms.size() / 2];
                 const double gbs = static_cast<double>(O * I * 2) / (med * 1e6);
-                std::printf("%-7s O=%-6lld I=%-5lld M=%-4lld %8.3f ms %6.1f GB/s %7.1f GFLOP/s\n", kev::to_string(k), O, I, M,
+                std::printf("%-10s O=%-6lld I=%-5lld M=%-4lld %8.3f ms %6.1f GB/s %7.1f GFLOP/s\n", kev::to_string(k), O, I, M,
                             med, gbs, 2.0 * M * O * I / (med * 1e6));
                 report["rows"].push_back({{"kernel", kev::to_string(k)}, {"out", O}, {"in", I}, {"rows", M},
                                           {"median_ms", med}, {"weight_gb_per_s", gbs}});

@@ -92,19 +92,23 @@ at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Ten
 // rows share the call or on the thread split: prefill and decode, a card alone or in a
 // pack, compute bit-identical rows.
 //
-// Whether this CPU runs it: AVX-512 (F, BW, VL) with VNNI; KEV_Q4_INT8=0 turns it off.
-// Where the CPU also has AMX-INT8, calls of 32 rows or more (prefill) multiply whole
-// 16-row passes on the tile unit: the same exact sums and the same float steps, so the
-// same bits (KEV_Q4_INT8_AMX=0 keeps to VNNI).
+// Paths: AVX-512 VNNI (vpdpbusd); AVX2 (vpmaddubsw + vpmaddwd, llama.cpp's Q4_0 x Q8_0
+// on AVX2; NF4 enters signed so no pair saturates); the scalar twin; and, where the CPU
+// has AMX-INT8, calls of 32 rows or more (prefill) multiply whole 16-row passes on the
+// tile unit. All compute the same exact sums and the same float steps per output, so the
+// same bits (tst_quant compares them). The path is the widest under the kernel-family
+// ceiling (kev/cpu_kernels.h); KEV_Q4_INT8_AMX=0 keeps prompts off the tiles, and
+// KEV_Q4_INT8=0 turns the int8 kernel off (the row layout's fused kernels then serve).
 bool quant_int8_available();
-enum class Int8Kernel { Scalar, Vnni, Amx };  // Scalar: the portable twin (tests)
+enum class Int8Kernel { Scalar, Avx2, Vnni, Amx };  // Scalar: the portable twin (tests)
 const char* to_string(Int8Kernel kernel);
 bool quant_int8_kernel_supported(Int8Kernel kernel);
-Int8Kernel quant_int8_kernel();  // the one quant_linear uses
-// q in the int8 kernel's layout when that kernel is available, the activations will be
-// half precision (bf16 / fp16; fp32 activations keep the exact fused kernels) and the
-// shape allows it (rows a multiple of 16); otherwise q unchanged. quant_linear then
-// runs every call on it, whatever the number of rows.
+Int8Kernel quant_int8_kernel();         // the one quant_linear uses now
+const char* quant_int8_prompt_kernel();  // its name for prompts (AMX tiles where used)
+// q in the int8 kernel's layout when the activations will be half precision (bf16 /
+// fp16; fp32 activations keep the exact fused kernels) and the shape allows it (rows a
+// multiple of 16); otherwise q unchanged. quant_linear then runs every call on it,
+// whatever the number of rows.
 QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations);
 // The int8 layout regardless of the CPU's features (tests; rows a multiple of 16).
 QuantMatrix interleave_rows16(const QuantMatrix& q);
@@ -113,9 +117,8 @@ QuantMatrix interleave_rows16(const QuantMatrix& q);
 // them); Unsupported for a path this CPU lacks.
 at::Tensor quant_int8_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias, Int8Kernel kernel);
 
-// The fused kernel's instruction-set path. Chosen at run time from the CPU; the
-// environment variable KEV_Q4_KERNEL=avx512|avx2|scalar forces one (a forced path the
-// CPU lacks falls back to the best available one).
+// The fused kernel's instruction-set path: the widest under the kernel-family ceiling;
+// KEV_Q4_KERNEL=avx512|avx2|scalar forces one (one the CPU lacks is refused).
 enum class QuantKernel { Avx512, Avx2, Scalar };
 const char* to_string(QuantKernel kernel);
 QuantKernel quant_kernel();                       // the path used now

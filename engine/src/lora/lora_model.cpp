@@ -7,6 +7,7 @@
 #include "kev/error.h"
 #include "kev/lora.h"
 #include "kev/model.h"
+#include "model/rowwise.h"
 #include "model/torch_util.h"
 
 namespace kev {
@@ -31,7 +32,10 @@ void for_each_target(ModelWeights& w, const std::function<void(Linear&, const st
 at::Tensor Linear::operator()(const at::Tensor& x, const LoraRows& rows) const {
     at::Tensor y = (*this)(x);  // [S, out]
     if (!lora || !rows.active()) return y;
-    const at::Tensor update = at::linear(at::linear(x, lora->a), lora->b);  // [S, R] -> [S, out]
+    // The low-rank product on the same batch-invariant kernels as the base layer.
+    const Linear down_proj{lora->a, {}, nullptr, nullptr}, up_proj{lora->b, {}, nullptr, nullptr};
+    const at::Tensor update = up_proj(down_proj(x));  // [S, R] -> [S, out]
+    if (y.device().is_cpu()) return add_scaled_rows(y, update, rows.scale);  // row by row (rowwise.h)
     return at::addcmul(y, update, rows.scale);
 }
 

@@ -7,9 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -19,54 +16,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <atomic>
 
 namespace kev {
 
 namespace {
-
-bool cpu_has_avx512bf16() {
-    static const bool has = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-    }();
-    return has;
-}
-
-// AMX-BF16 needs the CPU feature, the OS saving tile state (XCR0 bits 17-18) and, on
-// Linux, a one-time per-process permission for the 8 KB tile data.
-bool amx_ready_impl() {
-    static const bool ok = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-        const bool amx_bf16 = (d >> 22) & 1u, amx_tile = (d >> 24) & 1u;
-        if (!amx_bf16 || !amx_tile || !cpu_has_avx512bf16()) return false;
-        if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1u)) return false;  // OSXSAVE
-        unsigned xcr0_lo = 0, xcr0_hi = 0;
-        __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-        if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
-        constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-        return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-    }();
-    return ok;
-}
-
-Bf16Kernel kernel_from_env() {
-    const char* off = std::getenv("KEV_BF16_GEMV");  // the older switch: 0 = libtorch only
-    if (off && std::string(off) == "0") return Bf16Kernel::Torch;
-    const char* e = std::getenv("KEV_BF16_KERNEL");
-    const std::string v = e ? e : "";
-    if (v == "torch") return Bf16Kernel::Torch;
-    if (v == "avx512") return Bf16Kernel::Avx512;
-    if (v == "amx") return Bf16Kernel::Amx;
-    return Bf16Kernel::Auto;
-}
-
-std::atomic<Bf16Kernel>& requested_kernel() {
-    static std::atomic<Bf16Kernel> k{kernel_from_env()};
-    return k;
-}
-
 
 // Rows [o_begin, o_end) of y for up to 4 rows of x (MB) at a time, 4 weight rows per
 // pass: 16 accumulators, each weight vector loaded once and used MB times.
@@ -222,21 +175,9 @@ void avx512_rows(const std::uint16_t* xp, std::int64_t M, const std::uint16_t* w
     }
 }
 
-// Which kernel a call of M rows runs.
-Bf16Kernel choose(std::int64_t M) {
-    const Bf16Kernel want = requested_kernel().load(std::memory_order_relaxed);
-    if (want == Bf16Kernel::Torch) return Bf16Kernel::Torch;
-    // Past 16 rows (prefill) libtorch's oneDNN, which also uses AMX here and blocks for
-    // cache, is faster than our tiles (measured: 1.6x at 128 rows), so it gets them.
-    if (M > kBf16GemvMaxRows && want != Bf16Kernel::Amx) return Bf16Kernel::Torch;
-    if (want != Bf16Kernel::Avx512 && amx_ready_impl()) return Bf16Kernel::Amx;
-    if (want != Bf16Kernel::Amx && cpu_has_avx512bf16() && M <= kBf16GemvMaxRows) return Bf16Kernel::Avx512;
-    return Bf16Kernel::Torch;
-}
-
 }  // namespace
 
-bool amx_ready() { return amx_ready_impl(); }
+bool amx_ready() { return cpu_has_amx_bf16(); }
 
 // One configuration for every tile call: tiles 0-7 of 16 rows x 64 bytes. A constant in
 // memory, not a local: GCC does not see ldtilecfg read its operand and drops the stores
@@ -263,32 +204,10 @@ void amx_store_tile(const float* c, std::int64_t rows, const std::uint16_t* bias
     store_tile_impl(c, rows, bias, y, ldy);
 }
 
-void set_bf16_kernel(Bf16Kernel kernel) { requested_kernel().store(kernel, std::memory_order_relaxed); }
-Bf16Kernel requested_bf16_kernel() { return requested_kernel().load(std::memory_order_relaxed); }
-
-const char* to_string(Bf16Kernel kernel) {
-    switch (kernel) {
-        case Bf16Kernel::Amx: return "amx";
-        case Bf16Kernel::Avx512: return "avx512";
-        case Bf16Kernel::Torch: return "torch";
-        default: return "auto";
-    }
-}
-
-bool bf16_kernel_available(Bf16Kernel kernel) {
-    switch (kernel) {
-        case Bf16Kernel::Amx: return amx_ready_impl();
-        case Bf16Kernel::Avx512: return cpu_has_avx512bf16();
-        default: return true;
-    }
-}
-
-Bf16Kernel bf16_kernel_for(const at::Tensor& x, const at::Tensor& weight) {
-    const bool shapes = x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
-                        weight.scalar_type() == at::kBFloat16 && weight.device().is_cpu() && x.dim() == 2 &&
-                        weight.dim() == 2 && x.size(0) >= 1 && x.size(1) == weight.size(1) && x.size(1) % 32 == 0 &&
-                        weight.is_contiguous();
-    return shapes ? choose(x.size(0)) : Bf16Kernel::Torch;
+bool bf16_kernel_applies(const at::Tensor& x, const at::Tensor& weight) {
+    return x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16 &&
+           weight.device().is_cpu() && x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) &&
+           x.size(1) % 32 == 0 && weight.is_contiguous();
 }
 
 at::Tensor bf16_linear(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& bias, Bf16Kernel kernel) {
@@ -311,9 +230,13 @@ at::Tensor bf16_linear(const at::Tensor& x_in, const at::Tensor& weight, const a
         if (tail < O) avx512_rows(xp, M, wp, I, bp, yp, O, tail, O);  // fewer than 16 rows left
         return y;
     }
-    // Grain: enough rows per task that a thread streams a few hundred KB.
-    const std::int64_t grain = std::max<std::int64_t>(16, (1 << 18) / (2 * I)) / 4 * 4;
-    at::parallel_for(0, O, grain, [&](std::int64_t o0, std::int64_t o1) { avx512_rows(xp, M, wp, I, bp, yp, O, o0, o1); });
+    // Blocks of 64 output rows: their weights stay in cache while every activation row
+    // passes over them (prompts); a decode call streams each weight once.
+    constexpr std::int64_t kBlock = 64;
+    at::parallel_for(0, (O + kBlock - 1) / kBlock, 1, [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t blk = b0; blk < b1; ++blk)
+            avx512_rows(xp, M, wp, I, bp, yp, O, blk * kBlock, std::min(O, (blk + 1) * kBlock));
+    });
     return y;
 }
 

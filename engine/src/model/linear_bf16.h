@@ -19,11 +19,9 @@
 
 namespace kev {
 
-// The kernel a call with these operands runs (Torch when the shapes do not suit ours).
-Bf16Kernel bf16_kernel_for(const at::Tensor& x, const at::Tensor& weight);
-
-// Up to this many rows our kernels serve the call unless AMX is asked for explicitly.
-constexpr std::int64_t kBf16GemvMaxRows = 16;
+// Whether the bf16 kernels of this file take x [M, I] and weight [O, I]: bf16 CPU
+// tensors, I a multiple of 32, a contiguous weight.
+bool bf16_kernel_applies(const at::Tensor& x, const at::Tensor& weight);
 
 // AMX building blocks, shared with the 4-bit kernel (linear_q4.cpp). A tile is 16 rows
 // of 32 bf16 (64 bytes); tiles 0-7 are configured 16 x 64 bytes by amx_load_tile_config,
@@ -45,8 +43,10 @@ std::vector<std::uint16_t> amx_pack_activations(const std::uint16_t* x, std::int
 // ldy), plus the bf16 bias of those 16 outputs when bias is not null.
 void amx_store_tile(const float* c, std::int64_t rows, const std::uint16_t* bias, std::uint16_t* y, std::int64_t ldy);
 
-// y = x W^T (+ bias) with `kernel`, which must be what bf16_kernel_for(x, weight) gave
-// (Amx or Avx512). bias may be undefined.
+// y = x W^T (+ bias) with `kernel` (Amx or Avx512Bf16, available, and
+// bf16_kernel_applies). bias may be undefined. Every row is computed alike whatever M:
+// AMX pads a partial 16-row block with zeros; vdpbf16ps handles rows in groups of up to 4
+// with one fixed order per row.
 at::Tensor bf16_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Bf16Kernel kernel);
 
 }  // namespace kev

@@ -12,8 +12,8 @@
 // Three paths, chosen at run time: AVX-512 (for half activations: bf16 weights and
 // activations, vdpbf16ps, 32 multiply-adds per instruction with fp32 accumulation; for
 // fp32 activations: fp32 FMAs), AVX2 (fp32, 8 lanes) and scalar. KEV_Q4_KERNEL forces
-// one so the tests can check that they agree. With bf16 activations, 9-16 rows use
-// dequantized tiles and oneDNN instead (see kFusedMaxRowsBf16).
+// one so the tests can check that they agree. Prompts run through the same kernels in
+// passes of 16 rows: a row is computed alike at prefill and decode, alone or packed.
 //
 // Matrices in the interleaved layout (prepare_quant: half activations on a CPU with
 // VNNI, the usual case for the app's 4-bit) go to the int8 kernel instead, for every
@@ -30,6 +30,7 @@
 #include "half.h"
 #include "kev/error.h"
 #include "kev/quant.h"
+#include "kev/cpu_kernels.h"
 #include "model/linear_bf16.h"
 // GCC 12 warns inside its own _mm512_reduce_add_ps (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -180,22 +181,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void rows_avx512_f32(
     }
 }
 
-// Rows [o0, o1) dequantized to bf16 [o1 - o0, cols] at dst: the table lookups of
-// rows_avx512, stored instead of multiplied.
-KEV_AVX512_BF16 void dequant_rows_bf16(const QuantMatrix& w, std::uint16_t* dst, std::int64_t o0, std::int64_t o1) {
-    const __m512 lut = _mm512_loadu_ps(w.lut.data());
-    const std::int64_t bpr = w.blocks_per_row(), B = w.block;
-    for (std::int64_t o = o0; o < o1; ++o) {
-        const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
-        std::uint16_t* out = dst + (o - o0) * w.cols;
-        for (std::int64_t b = 0; b < bpr; ++b) {
-            const __m512i table = block_table(w, lut, o * bpr + b);
-            for (std::int64_t i = b * B; i < (b + 1) * B; i += 32)
-                _mm512_storeu_si512(out + i, (__m512i)expand32(codes + i / 2, table));
-        }
-    }
-}
-
 #undef KEV_AVX512_BF16
 
 // ---------------------------------------------------------------------------
@@ -287,19 +272,6 @@ void with_rows(std::int64_t mb, Fn&& fn) {
     }
 }
 
-// The widest kernel this CPU runs, asked once (quant_gemv checks it on every call).
-QuantKernel best_kernel() {
-    static const QuantKernel best = [] {
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512bf16"))
-            return QuantKernel::Avx512;
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return QuantKernel::Avx2;
-        return QuantKernel::Scalar;
-    }();
-    return best;
-}
-
 }  // namespace
 
 const char* to_string(QuantKernel kernel) {
@@ -313,23 +285,34 @@ const char* to_string(QuantKernel kernel) {
 
 bool quant_kernel_supported(QuantKernel kernel) {
     switch (kernel) {
-        case QuantKernel::Avx512: return best_kernel() == QuantKernel::Avx512;
-        case QuantKernel::Avx2: return best_kernel() != QuantKernel::Scalar;
+        case QuantKernel::Avx512: return cpu_has_avx512_bf16();  // its bf16-activation loop needs vdpbf16ps
+        case QuantKernel::Avx2: return cpu_has_avx2_fma();
         case QuantKernel::Scalar: return true;
     }
     return false;
 }
 
 QuantKernel quant_kernel() {
-    static const QuantKernel chosen = [] {
+    static const QuantKernel forced = [] {
         const char* e = std::getenv("KEV_Q4_KERNEL");
         const std::string want = e ? e : "";
-        QuantKernel k = best_kernel();
-        if (want == "avx2" && quant_kernel_supported(QuantKernel::Avx2)) k = QuantKernel::Avx2;
-        if (want == "scalar") k = QuantKernel::Scalar;
+        if (want.empty()) return QuantKernel::Avx512;  // no force: the widest allowed
+        const QuantKernel k = want == "avx512" ? QuantKernel::Avx512 : want == "avx2" ? QuantKernel::Avx2
+                              : want == "scalar" ? QuantKernel::Scalar
+                                                 : throw Error(ErrorCode::InvalidArgument,
+                                                               "KEV_Q4_KERNEL=" + want + ": use avx512, avx2 or scalar");
+        if (!quant_kernel_supported(k))
+            throw Error(ErrorCode::Unsupported, "KEV_Q4_KERNEL=" + want + ": this CPU cannot run that kernel");
         return k;
     }();
-    return chosen;
+    const Isa limit = isa_limit();
+    if (forced == QuantKernel::Avx512 && static_cast<int>(limit) >= static_cast<int>(Isa::Avx512) &&
+        quant_kernel_supported(QuantKernel::Avx512))
+        return QuantKernel::Avx512;
+    if (forced != QuantKernel::Scalar && static_cast<int>(limit) >= static_cast<int>(Isa::Avx2) &&
+        quant_kernel_supported(QuantKernel::Avx2))
+        return QuantKernel::Avx2;
+    return QuantKernel::Scalar;
 }
 
 at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Tensor& bias, QuantKernel kernel) {
@@ -337,7 +320,8 @@ at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Te
         !x_in.device().is_cpu())
         throw Error(ErrorCode::InvalidArgument, "quant_gemv: x must be [1..16, cols] on the CPU");
     if (w.interleaved) throw Error(ErrorCode::InvalidArgument, "quant_gemv: the fused kernels read the row layout");
-    if (!quant_kernel_supported(kernel)) kernel = QuantKernel::Scalar;
+    if (!quant_kernel_supported(kernel))
+        throw Error(ErrorCode::Unsupported, std::string("this CPU cannot run the ") + to_string(kernel) + " 4-bit kernel");
     const std::int64_t M = x_in.size(0), I = w.cols, O = w.rows;
     at::Tensor y = at::empty({M, O}, at::kFloat);  // [M, O] fp32 accumulators
     float* yp = y.data_ptr<float>();
@@ -378,35 +362,6 @@ at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Te
 
 namespace {
 
-// bf16 activations, more rows than kFusedMaxRowsBf16: dequantize tiles of output rows
-// (~4 MB) to bf16 and multiply each with at::linear (oneDNN, AMX where present).
-// Measured with kev-bench q4kernel (one thread, best of 20): at 16 rows tiles take 3.0 ms
-// (9728x896) and 1.6 ms (896x4864) against the fused kernel's 4.5 and 2.1 ms; at 8 rows
-// the fused kernel wins (2.2 / 1.1 ms against 2.9 / 1.6 ms), its vdpbf16ps rate being
-// the limit there, not memory. Each block is still read once per call; the whole dense
-// matrix never exists.
-constexpr std::int64_t kFusedMaxRowsBf16 = 8;
-
-at::Tensor tiled_bf16(const at::Tensor& x, const QuantMatrix& w) {
-    const std::int64_t M = x.size(0), O = w.rows;
-    at::Tensor y = at::empty({M, O}, x.options());  // [M, O]
-    const std::int64_t tile = std::max<std::int64_t>(32, (4 << 20) / (2 * w.cols)) / 16 * 16;
-    at::Tensor scratch = at::empty({tile, w.cols}, x.options());  // [tile, I]
-    auto* sp = reinterpret_cast<std::uint16_t*>(scratch.data_ptr<at::BFloat16>());
-    for (std::int64_t r0 = 0; r0 < O; r0 += tile) {
-        const std::int64_t n = std::min(tile, O - r0);
-        at::parallel_for(0, n, 16, [&](std::int64_t a, std::int64_t b) {
-            dequant_rows_bf16(w, sp + a * w.cols, r0 + a, r0 + b);
-        });
-        y.narrow(1, r0, n).copy_(at::linear(x, scratch.narrow(0, 0, n)));
-    }
-    return y;
-}
-
-}  // namespace
-
-namespace {
-
 // The AMX path serves decode shapes with bf16 activations when the CPU has AMX and the
 // output rows come in whole 16-row blocks; KEV_Q4_AMX=0 turns it off (to compare).
 // Measured (kev-bench q4kernel, 9728x896, machine busy): 0.95 / 1.00 / 1.02 ms at 1 / 4 /
@@ -417,7 +372,7 @@ bool amx_q4_applies(const QuantMatrix& w) {
         const char* e = std::getenv("KEV_Q4_AMX");
         return !(e && std::string(e) == "0") && amx_ready();
     }();
-    return enabled && w.rows % 16 == 0 && w.cols % 32 == 0;
+    return enabled && isa_limit() == Isa::Amx && w.rows % 16 == 0 && w.cols % 32 == 0;
 }
 
 at::Tensor amx_q4_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Tensor& bias) {
@@ -444,29 +399,23 @@ at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Ten
     const auto lead = x.sizes().slice(0, x.dim() - 1).vec();
     const at::Tensor x2 = x.reshape({-1, w.cols});  // [M, I]
     const std::int64_t M = x2.size(0);
-    const bool bf16 = x2.scalar_type() == at::kBFloat16 && quant_kernel() == QuantKernel::Avx512;
+    // Every path below computes a row the same way whatever M (batch invariance): the
+    // kernel is chosen by the layout, the activations' dtype and the CPU, never by the
+    // number of rows, and the fused kernels take any M in passes of up to 16 rows.
+    const QuantKernel kernel = quant_kernel();
+    const bool bf16 = x2.scalar_type() == at::kBFloat16 && kernel == QuantKernel::Avx512;
     at::Tensor y;
     if (w.interleaved) {
-        y = quant_int8_linear(x2, w, bias, quant_int8_kernel());  // every M: rows computed alike (kev/quant.h)
-    } else if (bf16 && M >= 1 && M <= kQuantGemvMaxRows && amx_q4_applies(w)) {
-        y = amx_q4_gemv(x2, w, bias);
-    } else if (M >= 1 && M <= (bf16 ? kFusedMaxRowsBf16 : kQuantGemvMaxRows)) {
-        y = quant_gemv(x2, w, bias, quant_kernel());
-    } else if (bf16) {
-        y = tiled_bf16(x2.contiguous(), w);
-        if (bias.defined()) y.add_(bias.to(y.scalar_type()));
+        y = quant_int8_linear(x2, w, bias, quant_int8_kernel());
+    } else if (M == 0) {
+        y = at::empty({0, w.rows}, x2.options());
     } else {
-        // Prefill: dequantize a chunk of output rows at a time (a few MB), never the whole
-        // matrix, and let at::linear do the compute-bound multiply.
-        y = at::empty({M, w.rows}, x2.options());  // [M, O]
-        const std::int64_t chunk = std::max<std::int64_t>(64, (8 << 20) / (4 * w.cols)) / 32 * 32;
-        const at::ScalarType dt = x2.scalar_type() == at::kHalf ? at::kFloat : x2.scalar_type();
-        const at::Tensor xc = x2.to(dt);
-        for (std::int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-            const std::int64_t r1 = std::min(w.rows, r0 + chunk);
-            y.narrow(1, r0, r1 - r0).copy_(at::linear(xc, dequantize(w, r0, r1, dt)));
+        std::vector<at::Tensor> parts;
+        for (std::int64_t m0 = 0; m0 < M; m0 += kQuantGemvMaxRows) {
+            const at::Tensor xm = x2.narrow(0, m0, std::min(kQuantGemvMaxRows, M - m0));
+            parts.push_back(bf16 && amx_q4_applies(w) ? amx_q4_gemv(xm, w, bias) : quant_gemv(xm, w, bias, kernel));
         }
-        if (bias.defined()) y.add_(bias.to(y.scalar_type()));
+        y = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
     }
     std::vector<std::int64_t> shape = lead;
     shape.push_back(w.rows);

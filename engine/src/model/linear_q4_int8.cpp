@@ -23,10 +23,10 @@
 #include "kev/quant.h"
 
 #include <algorithm>
-#include <cpuid.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -36,6 +36,7 @@
 
 #include "half.h"
 #include "kev/error.h"
+#include "kev/cpu_kernels.h"
 #include "model/linear_bf16.h"
 // GCC 12 warns inside its own _mm512_reduce_* helpers (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -212,6 +213,133 @@ KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& 
 
 #undef KEV_VNNI
 
+// ---------------------------------------------------------------------------
+// AVX2 (+ FMA, F16C): the same sums without VNNI, the way llama.cpp multiplies Q4_0 by
+// Q8_0 on AVX2: vpmaddubsw (u8 x s8, adjacent pairs summed into int16) then vpmaddwd
+// with ones (pairs of those into int32). Q4_0/Q4_1 codes are at most 15, so a pair is at
+// most 2 x 15 x 127 and never saturates; NF4's bytes reach 254, so NF4 enters signed:
+// |w| times x with w's sign (vpsignb), at most 2 x 127 x 127, and the sum starts at 0
+// instead of -127 sum(q): the same exact int32 as VNNI's. A ymm holds half a line (8
+// rows x 4 columns), so a 16-row group is two halves; the float steps per row are
+// scale_slice's, lane for lane, hence the same bits as the VNNI, AMX and scalar paths.
+#define KEV_AVX2I __attribute__((target("avx2,fma,f16c")))
+
+template <bool kBf16>
+KEV_AVX2I void quantize_slices_avx2(const void* x, std::int64_t i0, std::int64_t i1, const CodeBytes& cb, Int8Acts& a) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    alignas(32) std::int32_t q[32];
+    for (std::int64_t i = i0; i < i1; ++i) {
+        __m256 v[4];
+        for (int k = 0; k < 4; ++k) {
+            if constexpr (kBf16) {
+                const __m128i h = _mm_loadu_si128(
+                    reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(x) + i * 32 + 8 * k));
+                v[k] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+            } else {
+                v[k] = _mm256_loadu_ps(static_cast<const float*>(x) + i * 32 + 8 * k);
+            }
+        }
+        __m256 mx = _mm256_andnot_ps(sign, v[0]);
+        int unordered = _mm256_movemask_ps(_mm256_cmp_ps(v[0], v[0], _CMP_UNORD_Q));
+        for (int k = 1; k < 4; ++k) {
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[k]));
+            unordered |= _mm256_movemask_ps(_mm256_cmp_ps(v[k], v[k], _CMP_UNORD_Q));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+        if (unordered) amax = std::numeric_limits<float>::quiet_NaN();  // max drops NaNs
+        const float inv = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
+        for (int k = 0; k < 4; ++k)
+            _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8 * k),
+                               _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(inv))));  // nearest even
+        std::int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            const auto b = static_cast<std::int8_t>(q[j]);
+            a.q[static_cast<std::size_t>(i * 32 + j)] = b;
+            sum += b;
+        }
+        a.set_slice(i, amax, sum, cb);
+    }
+}
+
+// 8 results of row `row` from column col, as store16.
+KEV_AVX2I inline void store8(const Out& y, std::int64_t row, std::int64_t col, __m256 v) {
+    if (y.bias) v = _mm256_add_ps(v, _mm256_loadu_ps(y.bias + col));
+    if (y.f32) return _mm256_storeu_ps(y.f32 + row * y.ld + col, v);
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    r = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y.bf16 + row * y.ld + col), _mm256_castsi256_si128(packed));
+}
+
+// Output groups [R0, R1) for activation rows [0, MB) of `a` starting at row m0.
+template <int MB, bool kNf4, bool kMins>
+KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, const Out& y,
+                           std::int64_t R0, std::int64_t R1) {
+    const std::int64_t K = w.cols, G = K / 32;
+    const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    alignas(32) std::int8_t signed_table[32];
+    for (int i = 0; i < 32; ++i) signed_table[i] = static_cast<std::int8_t>(cb.u8[i % 16] - cb.offset);
+    const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(signed_table));
+    const std::int8_t* xq = a.q.data() + m0 * K;
+    const std::int64_t s0 = m0 * G;
+    for (std::int64_t R = R0; R < R1; ++R) {
+        for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7 of the group
+            __m256 acc[MB];
+            for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
+            const std::uint8_t* lines = w.codes.data() + R * G * 256 + 32 * h;
+            for (std::int64_t g = 0; g < G; ++g, lines += 256) {
+                __m256i s[MB];
+                for (int m = 0; m < MB; ++m) s[m] = _mm256_set1_epi32(kNf4 ? 0 : a.init[s0 + m * G + g]);
+                for (int c = 0; c < 4; ++c) {
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 64 * c));
+                    __m256i lo = _mm256_and_si256(v, nibble);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+                    __m256i ulo = lo, uhi = hi;
+                    if constexpr (kNf4) {
+                        lo = _mm256_shuffle_epi8(table, lo);  // signed code values
+                        hi = _mm256_shuffle_epi8(table, hi);
+                        ulo = _mm256_abs_epi8(lo);
+                        uhi = _mm256_abs_epi8(hi);
+                    }
+                    for (int m = 0; m < MB; ++m) {
+                        const std::int8_t* xm = xq + m * K + g * 32 + 8 * c;
+                        std::int32_t qlo, qhi;
+                        std::memcpy(&qlo, xm, 4);
+                        std::memcpy(&qhi, xm + 4, 4);
+                        __m256i xlo = _mm256_set1_epi32(qlo), xhi = _mm256_set1_epi32(qhi);
+                        if constexpr (kNf4) {
+                            xlo = _mm256_sign_epi8(xlo, lo);
+                            xhi = _mm256_sign_epi8(xhi, hi);
+                        }
+                        s[m] = _mm256_add_epi32(s[m], _mm256_madd_epi16(_mm256_maddubs_epi16(ulo, xlo), ones));
+                        s[m] = _mm256_add_epi32(s[m], _mm256_madd_epi16(_mm256_maddubs_epi16(uhi, xhi), ones));
+                    }
+                }
+                const std::int64_t sc = (R * w.blocks_per_row() + (w.block == 64 ? g >> 1 : g)) * 16 + 8 * h;
+                const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales.data() + sc)));
+                for (int m = 0; m < MB; ++m) {
+                    const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s[m]), _mm256_set1_ps(a.dxu[s0 + m * G + g]));
+                    acc[m] = _mm256_fmadd_ps(t, d, acc[m]);
+                }
+                if constexpr (kMins) {
+                    const __m256 mn =
+                        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.mins.data() + sc)));
+                    for (int m = 0; m < MB; ++m)
+                        acc[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(a.sdx[s0 + m * G + g]), acc[m]);
+                }
+            }
+            for (int m = 0; m < MB; ++m) store8(y, m0 + m, R * 16 + 8 * h, acc[m]);
+        }
+    }
+}
+
+#undef KEV_AVX2I
+
 // The same arithmetic without SIMD (CPUs without VNNI; tests compare the two bit for
 // bit): x*inv rounded to nearest even, exact int32 sums, fmaf's single rounding.
 void quantize_slices_scalar(const float* x, std::int64_t i0, std::int64_t i1, const CodeBytes& cb, Int8Acts& a) {
@@ -357,14 +485,6 @@ KEV_AMX_INT8 void groups_amx(const QuantMatrix& w, const Int8Acts& a, std::int64
 
 #undef KEV_AMX_INT8
 
-bool amx_int8_ready() {
-    static const bool ok = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 25) & 1u) && amx_ready();  // EDX[25]: AMX-INT8
-    }();
-    return ok;
-}
-
 // MB, the format's NF4-ness and its mins are template parameters; pick them at run time.
 template <int N, typename Fn>
 void with_rows(std::int64_t mb, Fn&& fn) {
@@ -375,41 +495,52 @@ void with_rows(std::int64_t mb, Fn&& fn) {
 }
 
 constexpr std::int64_t kRowsPerPass = 8;  // VNNI: 8 int32 + 8 fp32 accumulators in registers
+constexpr std::int64_t kRowsPerPassAvx2 = 4;  // AVX2 has 16 registers, not 32
 // From this many rows a call goes to AMX in passes of 16 (what is left, to VNNI).
 constexpr std::int64_t kAmxMinRows = 32;
 
 }  // namespace
 
-bool quant_int8_available() { return quant_int8_kernel_supported(Int8Kernel::Vnni); }
+bool quant_int8_available() {
+    static const bool on = [] {
+        const char* e = std::getenv("KEV_Q4_INT8");
+        return !(e && std::string(e) == "0");
+    }();
+    return on;
+}
 
 bool quant_int8_kernel_supported(Int8Kernel kernel) {
-    static const bool vnni = [] {
-        const char* e = std::getenv("KEV_Q4_INT8");
-        if (e && std::string(e) == "0") return false;
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-    }();
     switch (kernel) {
         case Int8Kernel::Scalar: return true;
-        case Int8Kernel::Vnni: return vnni;
-        case Int8Kernel::Amx: return vnni && amx_int8_ready();
+        case Int8Kernel::Avx2: return cpu_has_avx2_fma();
+        case Int8Kernel::Vnni: return cpu_has_avx512_vnni();
+        case Int8Kernel::Amx: return cpu_has_amx_int8();
     }
     return false;
 }
 
+// The widest path under the kernel-family ceiling (kev/cpu_kernels.h). Amx means VNNI
+// for calls under kAmxMinRows rows and tiles for prompts.
 Int8Kernel quant_int8_kernel() {
-    static const Int8Kernel best = [] {
+    static const bool amx_allowed = [] {
         const char* e = std::getenv("KEV_Q4_INT8_AMX");
-        if (!(e && std::string(e) == "0") && quant_int8_kernel_supported(Int8Kernel::Amx)) return Int8Kernel::Amx;
-        return quant_int8_kernel_supported(Int8Kernel::Vnni) ? Int8Kernel::Vnni : Int8Kernel::Scalar;
+        return !(e && std::string(e) == "0");
     }();
-    return best;
+    const Isa limit = isa_limit();
+    if (limit == Isa::Amx && amx_allowed && quant_int8_kernel_supported(Int8Kernel::Amx)) return Int8Kernel::Amx;
+    if (static_cast<int>(limit) >= static_cast<int>(Isa::Avx512) && quant_int8_kernel_supported(Int8Kernel::Vnni))
+        return Int8Kernel::Vnni;
+    if (static_cast<int>(limit) >= static_cast<int>(Isa::Avx2) && quant_int8_kernel_supported(Int8Kernel::Avx2))
+        return Int8Kernel::Avx2;
+    return Int8Kernel::Scalar;
 }
+
+const char* quant_int8_prompt_kernel() { return to_string(quant_int8_kernel()); }
 
 const char* to_string(Int8Kernel kernel) {
     switch (kernel) {
         case Int8Kernel::Scalar: return "int8 scalar";
+        case Int8Kernel::Avx2: return "int8 avx2";
         case Int8Kernel::Vnni: return "int8 avx512-vnni";
         case Int8Kernel::Amx: return "int8 avx512-vnni + amx";
     }
@@ -438,23 +569,36 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
     yp.bias = b32.defined() ? b32.data_ptr<float>() : nullptr;
     yp.ld = O;
     const CodeBytes cb = code_bytes(w);
-    const bool vnni = kernel != Int8Kernel::Scalar;
+    const bool simd512 = kernel == Int8Kernel::Vnni || kernel == Int8Kernel::Amx;
+    const bool avx2 = kernel == Int8Kernel::Avx2;
     // Activations to int8, slice by slice; threads share the work only for prompts
     // (decode calls have at most 16 x 152 slices).
     Int8Acts a;
     a.resize(M, K);
-    const bool bf16_in = vnni && x_in.scalar_type() == at::kBFloat16;
+    const bool bf16_in = (simd512 || avx2) && x_in.scalar_type() == at::kBFloat16;
     const at::Tensor x = bf16_in ? x_in.contiguous() : x_in.to(at::kFloat).contiguous();  // [M, K]
     at::parallel_for(0, M * G, 4096, [&](std::int64_t i0, std::int64_t i1) {
-        if (bf16_in) quantize_slices<true>(x.data_ptr<at::BFloat16>(), i0, i1, cb, a);
-        else if (vnni) quantize_slices<false>(x.data_ptr<float>(), i0, i1, cb, a);
+        if (simd512 && bf16_in) quantize_slices<true>(x.data_ptr<at::BFloat16>(), i0, i1, cb, a);
+        else if (simd512) quantize_slices<false>(x.data_ptr<float>(), i0, i1, cb, a);
+        else if (avx2 && bf16_in) quantize_slices_avx2<true>(x.data_ptr<at::BFloat16>(), i0, i1, cb, a);
+        else if (avx2) quantize_slices_avx2<false>(x.data_ptr<float>(), i0, i1, cb, a);
         else quantize_slices_scalar(x.data_ptr<float>(), i0, i1, cb, a);
     });
     const bool nf4 = w.format == QuantFormat::NF4, mins = !w.mins.empty();
     // AMX takes whole passes of 16 rows; VNNI passes of 8 take the rest.
     const std::int64_t amx_rows = kernel == Int8Kernel::Amx && M >= kAmxMinRows ? M / 16 * 16 : 0;
+    const std::int64_t per_pass = avx2 ? kRowsPerPassAvx2 : kRowsPerPass;
     auto vnni_passes = [&](std::int64_t from, std::int64_t R0, std::int64_t R1) {
-        for (std::int64_t m0 = from; m0 < M; m0 += kRowsPerPass) {
+        for (std::int64_t m0 = from; m0 < M; m0 += per_pass) {
+            if (avx2) {
+                with_rows<kRowsPerPassAvx2>(std::min(per_pass, M - m0), [&](auto mb) {
+                    constexpr int MB = decltype(mb)::value;
+                    if (nf4) groups_avx2<MB, true, false>(w, cb, a, m0, yp, R0, R1);
+                    else if (mins) groups_avx2<MB, false, true>(w, cb, a, m0, yp, R0, R1);
+                    else groups_avx2<MB, false, false>(w, cb, a, m0, yp, R0, R1);
+                });
+                continue;
+            }
             with_rows<kRowsPerPass>(std::min(kRowsPerPass, M - m0), [&](auto mb) {
                 constexpr int MB = decltype(mb)::value;
                 if (nf4) groups<MB, true, false>(w, cb, a, m0, yp, R0, R1);
@@ -464,9 +608,9 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
         }
     };
     // Groups per task: a few hundred KB of codes, fewer when many rows share the call.
-    const std::int64_t grain = std::max<std::int64_t>(1, (1 << 18) / (8 * K) / ((M + kRowsPerPass - 1) / kRowsPerPass));
+    const std::int64_t grain = std::max<std::int64_t>(1, (1 << 18) / (8 * K) / ((M + per_pass - 1) / per_pass));
     at::parallel_for(0, O / 16, grain, [&](std::int64_t R0, std::int64_t R1) {
-        if (!vnni) return groups_scalar(w, cb, a, M, yp, R0, R1);
+        if (!simd512 && !avx2) return groups_scalar(w, cb, a, M, yp, R0, R1);
         if (amx_rows > 0) {
             // Chunks of groups expanded once (~256 KB), then every pass over them.
             const std::int64_t chunk = std::max<std::int64_t>(1, (1 << 18) / (G * 512));
@@ -483,9 +627,9 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
             }
             return;
         }
-        // One VNNI pass per 8 rows; with more than one, group by group so the group's
-        // codes (16 x K / 2 bytes) stay in cache between passes.
-        const std::int64_t step = M <= kRowsPerPass ? R1 - R0 : 1;
+        // One pass per 8 (AVX2: 4) rows; with more than one, group by group so the
+        // group's codes (16 x K / 2 bytes) stay in cache between passes.
+        const std::int64_t step = M <= per_pass ? R1 - R0 : 1;
         for (std::int64_t R = R0; R < R1; R += step) vnni_passes(0, R, R + step);
     });
     return bf16_out || x_in.scalar_type() == at::kFloat ? y : y.to(x_in.scalar_type());

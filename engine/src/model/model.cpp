@@ -7,6 +7,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "kev/error.h"
+#include "model/rowwise.h"
 #include "model/torch_util.h"
 
 namespace kev {
@@ -43,8 +44,10 @@ at::Tensor rope_inverse_frequencies(const ModelConfig& c, const at::Tensor& gguf
     return inv.contiguous();
 }
 
-// RMSNorm as transformers computes it: in fp32, cast back, then scaled.
+// RMSNorm as transformers computes it: in fp32, cast back, then scaled. The CPU runs the
+// row kernel (rowwise.h: a row's result never depends on the rest of the batch).
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+    if (x.device().is_cpu()) return rms_norm_rows(x, weight, eps);
     at::Tensor h = x.to(at::kFloat);
     h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
     return weight * h.to(x.scalar_type());
@@ -199,10 +202,23 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             runs.push_back({r, 1, rd.shared_end, rd.begin, rd.end, {}});
         }
     }
-    const bool by_runs = by_reads && static_cast<std::int64_t>(runs.size()) < S;
+    // On the CPU a run of one row (every decode row, a one-token prompt) goes to the row
+    // kernel (rowwise.h) and longer runs to SDPA, one call per run: which path a card's
+    // rows take depends only on that card, never on the pack around it.
+    const bool cpu = device_ == Device::Cpu;
+    const bool by_runs = by_reads && (cpu || static_cast<std::int64_t>(runs.size()) < S);
+    std::vector<std::int64_t> single_rows;  // CPU: rows of one-row runs, in order
+    at::Tensor single_index;                // [n] the same, as a tensor (when not all rows)
+    if (by_runs && cpu) {
+        for (const Run& run : runs)
+            if (run.rows == 1) single_rows.push_back(run.row);
+        if (!single_rows.empty() && static_cast<std::int64_t>(single_rows.size()) < S)
+            single_index = from_vector(single_rows, dev);
+    }
     at::Tensor mask, gather, valid;
     if (by_runs) {
         for (Run& run : runs) {
+            if (cpu && run.rows == 1) continue;
             const std::int64_t own = run.end - run.begin, L = run.shared_end + own;
             if (run.shared_end == 0 && own == run.rows) continue;  // square and causal
             std::vector<std::uint8_t> m(static_cast<std::size_t>(run.rows * L), 0);
@@ -231,11 +247,17 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         valid = at::from_blob(ok.data(), {S, 1, 1, L}, at::kByte).to(dev, at::kBool, false, true);
     }
 
-    // RoPE tables, fp32 then cast, as transformers does.
-    const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq_.unsqueeze(0);  // [S, D/2]
-    const at::Tensor emb = at::cat({freqs, freqs}, -1);                                          // [S, D]
-    const at::Tensor cos = emb.cos().to(dt).unsqueeze(1);                                        // [S, 1, D]
-    const at::Tensor sin = emb.sin().to(dt).unsqueeze(1);                                        // [S, 1, D]
+    // RoPE tables, fp32 then cast, as transformers does (CPU: per row, rowwise.h).
+    RopeTable rope;
+    at::Tensor cos, sin;  // [S, 1, D] off the CPU
+    if (cpu) {
+        rope = rope_table(b.positions, inv_freq_);
+    } else {
+        const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq_.unsqueeze(0);  // [S, D/2]
+        const at::Tensor emb = at::cat({freqs, freqs}, -1);                                          // [S, D]
+        cos = emb.cos().to(dt).unsqueeze(1);
+        sin = emb.sin().to(dt).unsqueeze(1);
+    }
 
     // Unmerged LoRA: each row's scale x alpha/r, [S, 1]; inactive when no row uses it.
     LoraRows lora;
@@ -256,15 +278,43 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             q = rms_norm(q, w.q_norm, c.rms_norm_eps);
             k = rms_norm(k, w.k_norm, c.rms_norm_eps);
         }
-        q = q * cos + rotate_half(q) * sin;
-        k = k * cos + rotate_half(k) * sin;
+        if (cpu) {
+            apply_rope_rows(q, rope);
+            apply_rope_rows(k, rope);
+        } else {
+            q = q * cos + rotate_half(q) * sin;
+            k = k * cos + rotate_half(k) * sin;
+        }
 
         at::Tensor& cache_k = cache.keys(l);  // [KVH, slots, D]
         at::Tensor& cache_v = cache.values(l);
         cache_k.index_copy_(1, slots, k.transpose(0, 1));
         cache_v.index_copy_(1, slots, v.transpose(0, 1));
         at::Tensor a;
-        if (by_runs) {
+        if (by_runs && cpu) {
+            const bool all_single = static_cast<std::int64_t>(single_rows.size()) == S;
+            a = all_single ? at::Tensor() : at::empty({S, qs}, q.options());  // [S, qs]
+            for (const Run& run : runs) {
+                if (run.rows == 1) continue;
+                const at::Tensor qr = q.narrow(0, run.row, run.rows).transpose(0, 1).unsqueeze(0);  // [1, H, R, D]
+                at::Tensor keys = cache_k.narrow(1, run.begin, run.end - run.begin);
+                at::Tensor values = cache_v.narrow(1, run.begin, run.end - run.begin);
+                if (run.shared_end > 0) {
+                    keys = at::cat({cache_k.narrow(1, 0, run.shared_end), keys}, 1);
+                    values = at::cat({cache_v.narrow(1, 0, run.shared_end), values}, 1);
+                }
+                const at::Tensor out = at::scaled_dot_product_attention(
+                    qr, keys.unsqueeze(0), values.unsqueeze(0),
+                    run.mask.defined() ? std::optional<at::Tensor>(run.mask) : std::nullopt, 0.0,
+                    /*is_causal=*/!run.mask.defined(), std::nullopt, /*enable_gqa=*/true);  // [1, H, R, D]
+                a.narrow(0, run.row, run.rows).copy_(out.squeeze(0).transpose(0, 1).reshape({run.rows, qs}));
+            }
+            if (!single_rows.empty()) {
+                const at::Tensor rows_out = attend_rows(q, cache_k, cache_v, b.reads, single_rows);  // [n, qs]
+                if (all_single) a = rows_out;
+                else a.index_copy_(0, single_index, rows_out);
+            }
+        } else if (by_runs) {
             std::vector<at::Tensor> parts;
             for (const Run& run : runs) {
                 const at::Tensor qr = q.narrow(0, run.row, run.rows).transpose(0, 1).unsqueeze(0);  // [1, H, R, D]
@@ -300,7 +350,8 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
 
         h = rms_norm(x, w.mlp_norm, c.rms_norm_eps);
         const at::Tensor gu = w.gate_up(h, lora);  // [S, 2 I]
-        x = x + w.down(at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I), lora);
+        const at::Tensor act = cpu ? silu_gate_rows(gu) : at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I);  // [S, I]
+        x = x + w.down(act, lora);
     }
     if (b.output_rows.empty()) return at::empty({0, c.vocab_size}, at::TensorOptions().dtype(at::kFloat).device(dev));
     x = x.index_select(0, from_vector(b.output_rows, dev));  // [R, hidden]

@@ -1,0 +1,251 @@
+// The fixed-order dense kernels (linear_dense.h): the arithmetic is written there; this
+// file has its three instruction-set forms.
+//
+// Tiles of MR activation rows x NR weight rows share their loads: per 16 inputs, NR
+// weight vectors and MR activation vectors feed MR x NR fused multiply-adds, each into
+// its own accumulator (one output of one row), so tiling changes the speed, never a
+// result. Threads split the outputs in blocks of 64 rows, whose weights stay in cache
+// while every activation row passes over them (prompts); a decode call streams each
+// weight once.
+#include "model/linear_dense.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Half.h>
+
+#include "half.h"
+#include "kev/error.h"
+// GCC 12 warns inside its own _mm512_setzero_ps (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace kev {
+
+namespace {
+
+enum class W { F32, BF16, F16 };
+
+template <W T>
+inline float widen(const void* w, std::int64_t i) {
+    if constexpr (T == W::F32) return static_cast<const float*>(w)[i];
+    else if constexpr (T == W::BF16) return bf16_to_float(static_cast<const std::uint16_t*>(w)[i]);
+    else return fp16_to_float(static_cast<const std::uint16_t*>(w)[i]);
+}
+
+// Where results go: y [M, ld] of dtype dt, plus an fp32 bias when not null.
+struct Store {
+    void* y = nullptr;
+    at::ScalarType dt = at::kFloat;
+    std::int64_t ld = 0;
+    const float* bias = nullptr;
+};
+
+inline void put(const Store& s, std::int64_t m, std::int64_t o, float v) {
+    if (s.bias) v += s.bias[o];
+    const std::int64_t at = m * s.ld + o;
+    if (s.dt == at::kFloat) static_cast<float*>(s.y)[at] = v;
+    else if (s.dt == at::kBFloat16) static_cast<std::uint16_t*>(s.y)[at] = float_to_bf16(v);
+    else static_cast<std::uint16_t*>(s.y)[at] = c10::Half(v).x;
+}
+
+// The inputs past the last whole 16 (lane i - from), then the halving tree: shared by
+// every path, so the tail and the sum are the same code everywhere.
+template <W T>
+inline float tail_and_tree(float* lane, const float* x, const void* w, std::int64_t wrow, std::int64_t from,
+                           std::int64_t I) {
+    for (std::int64_t i = from; i < I; ++i) lane[i - from] = std::fma(x[i], widen<T>(w, wrow + i), lane[i - from]);
+    float s8[8], s4[4];
+    for (int j = 0; j < 8; ++j) s8[j] = lane[j] + lane[j + 8];
+    for (int j = 0; j < 4; ++j) s4[j] = s8[j] + s8[j + 4];
+    const float s2a = s4[0] + s4[2], s2b = s4[1] + s4[3];
+    return s2a + s2b;
+}
+
+// ---- scalar twin --------------------------------------------------------------------
+template <W T>
+void rows_scalar(const float* x, std::int64_t M, std::int64_t I, const void* w, const Store& st, std::int64_t o0,
+                 std::int64_t o1) {
+    const std::int64_t full = I / 16 * 16;
+    for (std::int64_t o = o0; o < o1; ++o) {
+        for (std::int64_t m = 0; m < M; ++m) {
+            const float* xr = x + m * I;
+            float lane[16] = {};
+            for (std::int64_t i = 0; i < full; i += 16)
+                for (int j = 0; j < 16; ++j) lane[j] = std::fma(xr[i + j], widen<T>(w, o * I + i + j), lane[j]);
+            put(st, m, o, tail_and_tree<T>(lane, xr, w, o * I, full, I));
+        }
+    }
+}
+
+// ---- AVX-512: 16 lanes in one register ----------------------------------------------
+#define KEV_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+template <W T>
+KEV_AVX512 inline __m512 load16(const void* w, std::int64_t i) {
+    if constexpr (T == W::F32) {
+        return _mm512_loadu_ps(static_cast<const float*>(w) + i);
+    } else {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const std::uint16_t*>(w) + i));
+        if constexpr (T == W::BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        else return _mm512_cvtph_ps(h);
+    }
+}
+
+template <W T, int MR, int NR>
+KEV_AVX512 void tile512(const float* x, std::int64_t I, const void* w, std::int64_t m0, std::int64_t o0,
+                        const Store& st) {
+    __m512 acc[MR][NR];
+    for (int m = 0; m < MR; ++m)
+        for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_setzero_ps();
+    const std::int64_t full = I / 16 * 16;
+    const float* xr = x + m0 * I;
+    for (std::int64_t i = 0; i < full; i += 16) {
+        __m512 wv[NR];
+        for (int n = 0; n < NR; ++n) wv[n] = load16<T>(w, (o0 + n) * I + i);
+        for (int m = 0; m < MR; ++m) {
+            const __m512 xv = _mm512_loadu_ps(xr + m * I + i);
+            for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_fmadd_ps(xv, wv[n], acc[m][n]);
+        }
+    }
+    alignas(64) float lane[16];
+    for (int m = 0; m < MR; ++m)
+        for (int n = 0; n < NR; ++n) {
+            _mm512_store_ps(lane, acc[m][n]);
+            put(st, m0 + m, o0 + n, tail_and_tree<T>(lane, xr + m * I, w, (o0 + n) * I, full, I));
+        }
+}
+#undef KEV_AVX512
+
+// ---- AVX2: 16 lanes in two registers -------------------------------------------------
+#define KEV_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+template <W T>
+KEV_AVX2 inline __m256 load8(const void* w, std::int64_t i) {
+    if constexpr (T == W::F32) {
+        return _mm256_loadu_ps(static_cast<const float*>(w) + i);
+    } else {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(w) + i));
+        if constexpr (T == W::BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        else return _mm256_cvtph_ps(h);
+    }
+}
+
+template <W T, int MR, int NR>
+KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_t m0, std::int64_t o0,
+                      const Store& st) {
+    __m256 acc[MR][NR][2];
+    for (int m = 0; m < MR; ++m)
+        for (int n = 0; n < NR; ++n) acc[m][n][0] = acc[m][n][1] = _mm256_setzero_ps();
+    const std::int64_t full = I / 16 * 16;
+    const float* xr = x + m0 * I;
+    for (std::int64_t i = 0; i < full; i += 16) {
+        for (int h = 0; h < 2; ++h) {
+            __m256 wv[NR];
+            for (int n = 0; n < NR; ++n) wv[n] = load8<T>(w, (o0 + n) * I + i + 8 * h);
+            for (int m = 0; m < MR; ++m) {
+                const __m256 xv = _mm256_loadu_ps(xr + m * I + i + 8 * h);
+                for (int n = 0; n < NR; ++n) acc[m][n][h] = _mm256_fmadd_ps(xv, wv[n], acc[m][n][h]);
+            }
+        }
+    }
+    alignas(32) float lane[16];
+    for (int m = 0; m < MR; ++m)
+        for (int n = 0; n < NR; ++n) {
+            _mm256_store_ps(lane, acc[m][n][0]);
+            _mm256_store_ps(lane + 8, acc[m][n][1]);
+            put(st, m0 + m, o0 + n, tail_and_tree<T>(lane, xr + m * I, w, (o0 + n) * I, full, I));
+        }
+}
+#undef KEV_AVX2
+
+// Rows [m0, m0 + MR) against outputs [ob, oe): whole NR-tiles, then single outputs.
+template <W T, bool k512, int MR>
+void row_tiles(const float* x, std::int64_t I, const void* w, std::int64_t m0, std::int64_t ob, std::int64_t oe,
+               const Store& st) {
+    constexpr int NR = k512 ? 4 : (MR == 1 ? 4 : 2);
+    std::int64_t o = ob;
+    for (; o + NR <= oe; o += NR) {
+        if constexpr (k512) tile512<T, MR, NR>(x, I, w, m0, o, st);
+        else tile256<T, MR, NR>(x, I, w, m0, o, st);
+    }
+    for (; o < oe; ++o) {
+        if constexpr (k512) tile512<T, MR, 1>(x, I, w, m0, o, st);
+        else tile256<T, MR, 1>(x, I, w, m0, o, st);
+    }
+}
+
+template <W T, bool k512>
+void rows_simd(const float* x, std::int64_t M, std::int64_t I, const void* w, const Store& st, std::int64_t ob,
+               std::int64_t oe) {
+    constexpr std::int64_t kMr = k512 ? 4 : 3;
+    std::int64_t m = 0;
+    for (; m + kMr <= M; m += kMr) row_tiles<T, k512, kMr>(x, I, w, m, ob, oe, st);
+    switch (M - m) {
+        case 1: row_tiles<T, k512, 1>(x, I, w, m, ob, oe, st); break;
+        case 2: row_tiles<T, k512, 2>(x, I, w, m, ob, oe, st); break;
+        case 3:
+            if constexpr (k512) row_tiles<T, k512, 3>(x, I, w, m, ob, oe, st);
+            break;
+        default: break;
+    }
+}
+
+template <W T>
+void run(Isa isa, const float* x, std::int64_t M, std::int64_t I, const void* w, std::int64_t O, const Store& st) {
+    constexpr std::int64_t kBlock = 64;  // outputs per task: 64 x I weights stay in cache
+    const std::int64_t blocks = (O + kBlock - 1) / kBlock;
+    at::parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t b = b0; b < b1; ++b) {
+            const std::int64_t ob = b * kBlock, oe = std::min(O, ob + kBlock);
+            if (isa == Isa::Avx512) rows_simd<T, true>(x, M, I, w, st, ob, oe);
+            else if (isa == Isa::Avx2) rows_simd<T, false>(x, M, I, w, st, ob, oe);
+            else rows_scalar<T>(x, M, I, w, st, ob, oe);
+        }
+    });
+}
+
+bool float_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+
+}  // namespace
+
+bool dense_kernel_applies(const at::Tensor& x, const at::Tensor& weight) {
+    return x.device().is_cpu() && weight.device().is_cpu() && x.dim() == 2 && weight.dim() == 2 &&
+           x.size(1) == weight.size(1) && float_dtype(x.scalar_type()) && float_dtype(weight.scalar_type()) &&
+           weight.is_contiguous();
+}
+
+Isa dense_kernel_isa() {
+    const Isa limit = isa_limit();
+    if (static_cast<int>(limit) >= static_cast<int>(Isa::Avx512) && cpu_has_avx512()) return Isa::Avx512;
+    if (static_cast<int>(limit) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma()) return Isa::Avx2;
+    return Isa::Scalar;
+}
+
+const char* dense_kernel_name() { return to_string(dense_kernel_isa()); }
+
+at::Tensor dense_linear(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& bias, Isa isa) {
+    if (!dense_kernel_applies(x_in, weight))
+        throw Error(ErrorCode::InvalidArgument, "dense_linear: x [M, I] and a contiguous weight [O, I] on the CPU");
+    if (isa == Isa::Amx) isa = Isa::Avx512;
+    if ((isa == Isa::Avx512 && !cpu_has_avx512()) || (isa == Isa::Avx2 && !cpu_has_avx2_fma()))
+        throw Error(ErrorCode::Unsupported, std::string("this CPU cannot run the ") + to_string(isa) + " dense kernel");
+    const std::int64_t M = x_in.size(0), I = x_in.size(1), O = weight.size(0);
+    at::Tensor y = at::empty({M, O}, x_in.options());  // [M, O]
+    if (M == 0 || O == 0) return y;
+    const at::Tensor x = x_in.to(at::kFloat).contiguous();  // [M, I] fp32 (exact for bf16 / fp16)
+    const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
+    Store st{y.data_ptr(), y.scalar_type(), O, b.defined() ? b.data_ptr<float>() : nullptr};
+    const float* xp = x.data_ptr<float>();
+    switch (weight.scalar_type()) {
+        case at::kBFloat16: run<W::BF16>(isa, xp, M, I, weight.data_ptr(), O, st); break;
+        case at::kHalf: run<W::F16>(isa, xp, M, I, weight.data_ptr(), O, st); break;
+        default: run<W::F32>(isa, xp, M, I, weight.data_ptr(), O, st); break;
+    }
+    return y;
+}
+
+}  // namespace kev

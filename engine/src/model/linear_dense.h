@@ -1,0 +1,37 @@
+// The fixed-order dense kernels: y[M, O] = x[M, I] W[O, I]^T (+ b) for fp32, bf16 and
+// fp16 weights, one arithmetic on three instruction sets.
+//
+// Why: libtorch's GEMM (MKL/oneDNN) blocks the reduction differently for different
+// numbers of rows, so a row's result moved in the last bits with the pack around it
+// (issue: --verify-isolation failed on an AVX2 CPU). Here every output is computed the
+// same way whatever M, the thread split or the instruction set:
+//
+//   lane[j] = 0                                   j = 0..15
+//   for i = 0, 1, ..., I-1:  lane[i % 16] = fma(x[m, i], float(w[o, i]), lane[i % 16])
+//   s = ((lane[0..7] + lane[8..15]) -> 4 -> 2 -> 1)   a fixed halving tree:
+//       s8[j] = lane[j] + lane[j+8]; s4[j] = s8[j] + s8[j+4]; s2[j] = s4[j] + s4[j+2];
+//       s = s2[0] + s2[1]
+//   y[m, o] = round_to_y_dtype(s + float(b[o]))   (no bias: s)
+//
+// Activations enter as fp32 (bf16/fp16 converted exactly), weights are widened exactly
+// (bf16 by a 16-bit shift, fp16 by F16C), every multiply-add is one fused rounding. The
+// AVX-512 kernel keeps the 16 lanes in one register, AVX2 in two, the scalar twin in an
+// array: the three give the same bits (tst_linear checks it), and a row's result never
+// depends on the other rows (tiles of 4 rows only share weight loads).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "kev/cpu_kernels.h"
+
+namespace kev {
+
+// CPU tensors, x [M, I] and weight [O, I] of a float dtype, weight contiguous.
+bool dense_kernel_applies(const at::Tensor& x, const at::Tensor& weight);
+// The widest dense family under the ceiling (Avx512, Avx2 or Scalar; AMX has none).
+Isa dense_kernel_isa();
+const char* dense_kernel_name();
+// y has x's dtype. isa must be Scalar, Avx2 or Avx512 and supported (else Unsupported).
+at::Tensor dense_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Isa isa);
+
+}  // namespace kev

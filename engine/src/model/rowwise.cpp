@@ -1,0 +1,246 @@
+// Row-by-row kernels of the forward's non-linear part (rowwise.h). Plain C++ on
+// purpose: every sum runs in one written order (8 partial sums and a fixed tree where a
+// row is long), so the result is a function of the row alone, on any CPU.
+#include "model/rowwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "kev/error.h"
+
+namespace kev {
+
+namespace {
+
+template <typename T>
+inline float wide(T v) {
+    return static_cast<float>(v);
+}
+template <typename T>
+inline T narrow_to(float v) {
+    return static_cast<T>(v);  // fp32: itself; bf16 / fp16: round to nearest even (c10)
+}
+
+// Calls fn with a null pointer of the element type of `t` (float, bf16 or fp16).
+template <typename Fn>
+void with_dtype(const at::Tensor& t, Fn&& fn) {
+    switch (t.scalar_type()) {
+        case at::kFloat: return fn(static_cast<float*>(nullptr));
+        case at::kBFloat16: return fn(static_cast<c10::BFloat16*>(nullptr));
+        case at::kHalf: return fn(static_cast<c10::Half*>(nullptr));
+        default: throw Error(ErrorCode::InvalidArgument, "row kernels take fp32, bf16 or fp16 tensors");
+    }
+}
+
+// sum over i of a[i] * b[i], 8 partial sums (lane i % 8) and a fixed tree.
+template <typename A, typename B>
+inline float dot(const A* a, const B* b, std::int64_t n) {
+    float p[8] = {};
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) p[j] += wide(a[i + j]) * wide(b[i + j]);
+    for (int j = 0; i < n; ++i, ++j) p[j] += wide(a[i]) * wide(b[i]);
+    const float q0 = p[0] + p[4], q1 = p[1] + p[5], q2 = p[2] + p[6], q3 = p[3] + p[7];
+    return (q0 + q2) + (q1 + q3);
+}
+
+}  // namespace
+
+float kev_exp(float x) {
+    // Clamped so 2^n stays a normal float; exp(-87) is 1.6e-38, as good as zero for the
+    // softmax and the SiLU it serves. std::max/min keep a NaN.
+    x = std::min(std::max(x, -87.0f), 88.0f);
+    float n = x * 1.44269504088896341f + 12582912.0f;  // round(x / ln 2) by the 1.5 * 2^23 trick
+    n -= 12582912.0f;
+    float r = x - n * 0.693359375f;  // ln 2 in two parts (Cody-Waite)
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight, double eps) {
+    const at::Tensor x = x_in.contiguous();
+    const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
+    if (weight.numel() != C) throw Error(ErrorCode::InvalidArgument, "rms_norm_rows: weight and row lengths differ");
+    at::Tensor out = at::empty_like(x);
+    const at::Tensor w = weight.to(x.scalar_type()).contiguous();
+    const float e = static_cast<float>(eps);
+    with_dtype(x, [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        const T* xp = x.data_ptr<T>();
+        const T* wp = w.data_ptr<T>();
+        T* op = out.data_ptr<T>();
+        at::parallel_for(0, N, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(C, 1)),
+                         [&](std::int64_t r0, std::int64_t r1) {
+            for (std::int64_t r = r0; r < r1; ++r) {
+                const T* row = xp + r * C;
+                const float var = dot(row, row, C) / static_cast<float>(C);
+                const float rs = 1.0f / std::sqrt(var + e);
+                T* o = op + r * C;
+                for (std::int64_t i = 0; i < C; ++i) {
+                    const T h = narrow_to<T>(wide(row[i]) * rs);
+                    o[i] = narrow_to<T>(wide(wp[i]) * wide(h));
+                }
+            }
+        });
+    });
+    return out;
+}
+
+RopeTable rope_table(const std::vector<std::int64_t>& positions, const at::Tensor& inv_freq) {
+    const at::Tensor f = inv_freq.to(at::kCPU, at::kFloat).contiguous();  // [D/2]
+    RopeTable t;
+    t.half = f.numel();
+    const float* fp = f.data_ptr<float>();
+    const std::int64_t S = static_cast<std::int64_t>(positions.size());
+    t.cos.resize(static_cast<std::size_t>(S * t.half));
+    t.sin.resize(t.cos.size());
+    for (std::int64_t s = 0; s < S; ++s) {
+        for (std::int64_t i = 0; i < t.half; ++i) {
+            const float angle = static_cast<float>(positions[s]) * fp[i];  // fp32, as transformers
+            t.cos[s * t.half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+            t.sin[s * t.half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+        }
+    }
+    return t;
+}
+
+void apply_rope_rows(at::Tensor& x, const RopeTable& t) {
+    const std::int64_t S = x.size(0), heads = x.size(1), D = x.size(2), half = D / 2;
+    if (x.stride(2) != 1 || half != t.half || static_cast<std::int64_t>(t.cos.size()) != S * half)
+        throw Error(ErrorCode::InvalidArgument, "apply_rope_rows: x [S, heads, D] does not fit the table");
+    const std::int64_t s0 = x.stride(0), s1 = x.stride(1);
+    with_dtype(x, [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        T* xp = x.data_ptr<T>();
+        at::parallel_for(0, S, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(heads * D, 1)),
+                         [&](std::int64_t r0, std::int64_t r1) {
+            for (std::int64_t s = r0; s < r1; ++s) {
+                const float* cs = t.cos.data() + s * half;
+                const float* sn = t.sin.data() + s * half;
+                for (std::int64_t h = 0; h < heads; ++h) {
+                    T* v = xp + s * s0 + h * s1;
+                    for (std::int64_t i = 0; i < half; ++i) {
+                        const float c = wide(narrow_to<T>(cs[i])), si = wide(narrow_to<T>(sn[i]));
+                        const float x1 = wide(v[i]), x2 = wide(v[i + half]);
+                        const float a1 = wide(narrow_to<T>(x1 * c)), b1 = wide(narrow_to<T>(-x2 * si));
+                        const float a2 = wide(narrow_to<T>(x2 * c)), b2 = wide(narrow_to<T>(x1 * si));
+                        v[i] = narrow_to<T>(a1 + b1);
+                        v[i + half] = narrow_to<T>(a2 + b2);
+                    }
+                }
+            }
+        });
+    });
+}
+
+at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
+    const at::Tensor gu = gu_in.contiguous();
+    const std::int64_t S = gu.size(0), I = gu.size(1) / 2;
+    at::Tensor out = at::empty({S, I}, gu.options());  // [S, I]
+    with_dtype(gu, [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        const T* gp = gu.data_ptr<T>();
+        T* op = out.data_ptr<T>();
+        at::parallel_for(0, S * I, 8192, [&](std::int64_t e0, std::int64_t e1) {
+            for (std::int64_t e = e0; e < e1; ++e) {
+                const std::int64_t r = e / I, i = e % I;
+                const float g = wide(gp[r * 2 * I + i]);
+                const T act = narrow_to<T>(g / (1.0f + kev_exp(-g)));
+                op[e] = narrow_to<T>(wide(act) * wide(gp[r * 2 * I + I + i]));
+            }
+        });
+    });
+    return out;
+}
+
+at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                       const std::vector<ForwardBatch::RowRead>& reads, const std::vector<std::int64_t>& rows) {
+    const std::int64_t H = q.size(1), D = q.size(2), KVH = keys.size(0), G = H / KVH;
+    const std::int64_t n = static_cast<std::int64_t>(rows.size());
+    if (q.stride(2) != 1 || !keys.is_contiguous() || !values.is_contiguous() || keys.scalar_type() != q.scalar_type())
+        throw Error(ErrorCode::InvalidArgument, "attend_rows: q [S, H, D] and contiguous caches of q's dtype");
+    at::Tensor out = at::empty({n, H * D}, q.options());  // [n, H * D]
+    const std::int64_t slots = keys.size(1), qs0 = q.stride(0), qs1 = q.stride(1);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    with_dtype(q, [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        const T* qp = q.data_ptr<T>();
+        const T* kp = keys.data_ptr<T>();
+        const T* vp = values.data_ptr<T>();
+        T* op = out.data_ptr<T>();
+        at::parallel_for(0, n * H, 1, [&](std::int64_t t0, std::int64_t t1) {
+            std::vector<float> p, acc(static_cast<std::size_t>(D)), qf(static_cast<std::size_t>(D));
+            for (std::int64_t t = t0; t < t1; ++t) {
+                const std::int64_t i = t / H, h = t % H, r = rows[static_cast<std::size_t>(i)];
+                const ForwardBatch::RowRead& rd = reads[static_cast<std::size_t>(r)];
+                const std::int64_t L = rd.shared_end + (rd.end - rd.begin);
+                auto slot = [&](std::int64_t j) { return j < rd.shared_end ? j : rd.begin + (j - rd.shared_end); };
+                const T* qr = qp + r * qs0 + h * qs1;
+                for (std::int64_t d = 0; d < D; ++d) qf[static_cast<std::size_t>(d)] = wide(qr[d]);
+                const T* kh = kp + (h / G) * slots * D;
+                const T* vh = vp + (h / G) * slots * D;
+                p.resize(static_cast<std::size_t>(L));
+                float m = -INFINITY;
+                for (std::int64_t j = 0; j < L; ++j) {
+                    p[j] = dot(qf.data(), kh + slot(j) * D, D) * scale;
+                    m = std::max(m, p[j]);
+                }
+                float sum = 0.0f;
+                for (std::int64_t j = 0; j < L; ++j) {
+                    p[j] = kev_exp(p[j] - m);
+                    sum += p[j];
+                }
+                std::fill(acc.begin(), acc.end(), 0.0f);
+                for (std::int64_t j = 0; j < L; ++j) {
+                    const T* v = vh + slot(j) * D;
+                    for (std::int64_t d = 0; d < D; ++d) acc[d] += p[j] * wide(v[d]);
+                }
+                T* o = op + i * H * D + h * D;
+                for (std::int64_t d = 0; d < D; ++d) o[d] = narrow_to<T>(acc[d] / sum);
+            }
+        });
+    });
+    (void)G;
+    return out;
+}
+
+at::Tensor add_scaled_rows(const at::Tensor& y_in, const at::Tensor& update_in, const at::Tensor& scale_in) {
+    const at::Tensor y = y_in.contiguous();
+    const at::Tensor u = update_in.to(y.scalar_type()).contiguous();
+    const at::Tensor s = scale_in.to(at::kFloat).contiguous();  // [S, 1]
+    const std::int64_t S = y.size(0), O = y.size(1);
+    at::Tensor out = at::empty_like(y);
+    with_dtype(y, [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        const T* yp = y.data_ptr<T>();
+        const T* upp = u.data_ptr<T>();
+        const float* sp = s.data_ptr<float>();
+        T* op = out.data_ptr<T>();
+        at::parallel_for(0, S * O, 16384, [&](std::int64_t e0, std::int64_t e1) {
+            for (std::int64_t e = e0; e < e1; ++e) {
+                const float prod = wide(upp[e]) * sp[e / O];
+                op[e] = narrow_to<T>(wide(yp[e]) + prod);
+            }
+        });
+    });
+    return out;
+}
+
+}  // namespace kev

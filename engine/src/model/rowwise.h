@@ -1,0 +1,60 @@
+// The non-linear part of the forward, row by row: RMSNorm, RoPE, the SiLU gate, decode
+// attention over each row's own cache slots, and the per-row LoRA add.
+//
+// Why our own: libtorch's elementwise and reduction kernels split their work by the
+// size of the whole tensor (vectorised body, scalar tail, thread chunks), so an
+// element's result could depend on how many rows share the call; and SDPA over a padded
+// gather made a decode row depend on the longest card of the pack. Here each row is
+// computed by one fixed sequence of IEEE operations that depends only on that row: no
+// intrinsics, no fused multiply-add (the engine builds with -ffp-contract=off), so the
+// compiler's vectorised and scalar forms agree and every CPU computes the same bits.
+//
+// Each function follows transformers' arithmetic step for step where it rounds to the
+// working dtype (bf16: after the norm, after the RoPE products, after SiLU), so the
+// parity tests hold; transcendental functions are our own (exp) or correctly rounded
+// (cos/sin in double), within an ulp or two of libtorch's.
+//
+// Dimension letters: S rows, H query heads, KVH key/value heads, D head dim, C columns.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "kev/model.h"
+
+namespace kev {
+
+// weight * (x * rsqrt(mean(x^2) + eps)) over the last dimension of x [..., C], in fp32,
+// the normalised row rounded to x's dtype before the weight multiplies it.
+at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// cos and sin of position x inv_freq, [S, D/2] fp32 each (inv_freq [D/2] fp32 on the CPU).
+struct RopeTable {
+    std::vector<float> cos, sin;
+    std::int64_t half = 0;
+};
+RopeTable rope_table(const std::vector<std::int64_t>& positions, const at::Tensor& inv_freq);
+// x [S, heads, D] rotated in place (rotate-half convention): x1 c - x2 s | x2 c + x1 s,
+// with c and s rounded to x's dtype first and each product and sum rounded to it.
+void apply_rope_rows(at::Tensor& x, const RopeTable& table);
+
+// gu [S, 2I] (gate | up) -> silu(gate) * up, [S, I], silu rounded to the dtype first.
+at::Tensor silu_gate_rows(const at::Tensor& gu);
+
+// Attention for rows that each read their own slots: row r's query q [S, H, D] against
+// cache slots [0, reads[r].shared_end) and [reads[r].begin, reads[r].end) of keys and
+// values [KVH, slots, D]; softmax(q k / sqrt(D)) v in fp32, sequentially over the slots.
+// Returns [S, H * D] in q's dtype.
+at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                       const std::vector<ForwardBatch::RowRead>& reads, const std::vector<std::int64_t>& rows);
+
+// y + update * scale[r] per row (LoRA's unmerged path), rounded once to y's dtype.
+at::Tensor add_scaled_rows(const at::Tensor& y, const at::Tensor& update, const at::Tensor& scale);
+
+// The exp used above: Cody-Waite reduction and a degree-6 polynomial, within 2 ulp of
+// expf; plain float operations, so it is the same function on every CPU.
+float kev_exp(float x);
+
+}  // namespace kev
