@@ -9,12 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kev/cpu_kernels.h"
 #include "kev/chat_template.h"
 #include "kev/config.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
 #include "kev/gguf.h"
 #include "kev/safetensors.h"
+#include "kev/weights.h"
 
 namespace kevcli {
 
@@ -105,6 +107,11 @@ int print_model_info(const std::string& path, bool json) {
                                     {"cpu", engine.cpu_capability}, {"threads", engine.cpu_threads},
                                     {"cuda", engine.cuda_available}}}};
     if (!chat_note.empty()) j["chat_note"] = chat_note;
+    nlohmann::json kernels = nlohmann::json::object();
+    for (const auto& [what, kernel] : kev::kernel_paths()) kernels[what] = kernel;
+    j["kernels"] = kernels;
+    const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
+    j["auto_precision"] = {{"name", automatic.name}, {"why", automatic.why}};
     if (json) {
         std::printf("%s\n", j.dump(2).c_str());
         return 0;
@@ -127,6 +134,8 @@ int print_model_info(const std::string& path, bool json) {
     std::printf("engine       kev %s, libtorch %s, cpu %s, %d threads, cuda %s\n", engine.kev_version.c_str(),
                 engine.torch_version.c_str(), engine.cpu_capability.c_str(), engine.cpu_threads,
                 engine.cuda_available ? "yes" : "no");
+    std::printf("precision    auto = %s (%s)\n", automatic.name.c_str(), automatic.why.c_str());
+    for (const auto& [what, kernel] : kev::kernel_paths()) std::printf("kernel       %-25s %s\n", (what + ":").c_str(), kernel.c_str());
     return 0;
 }
 

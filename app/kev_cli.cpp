@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kev/cpu_kernels.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
 #include "kev/gguf.h"
@@ -48,7 +49,8 @@ const char* kUsage =
     "\n"
     "model:\n"
     "  --model PATH              .gguf file or Hugging Face folder (default: built-in SmolLM2-135M)\n"
-    "  --precision fp32|half|4bit|nf4  working precision (default fp32; half = bf16 on CPU; 4bit =\n"
+    "  --precision auto|fp32|half|4bit|nf4  working precision (default auto: the fastest on this\n"
+    "                            CPU for the file, see info; half = bf16 on CPU; 4bit =\n"
     "                            4-bit linear layers, GGUF Q4_0/Q4_1 blocks kept, others NF4, bf16\n"
     "                            activations; nf4 = NF4 for every linear layer)\n"
     "  --device cpu|cuda         (default cpu)\n"
@@ -101,6 +103,7 @@ struct Options {
     std::string command;  // "" = answer, "info"
     std::string model = kev::builtin_model_path();
     kev::LoadOptions load;
+    bool auto_precision = true;  // --precision auto (the default): resolved once the model is known
     std::optional<std::string> system;
     std::string shared_context;
     kev::SamplingSettings sampling;
@@ -232,10 +235,11 @@ Options parse(int argc, char** argv) {
             o.model = value();
         } else if (a == "--precision") {
             const std::string p = value();
+            o.auto_precision = p == "auto";
             try {
-                kev::set_precision(o.load, p == "half" ? "bf16" : p);  // half: bf16, what CPUs have
+                if (!o.auto_precision) kev::set_precision(o.load, p == "half" ? "bf16" : p);  // half: bf16, what CPUs have
             } catch (const kev::Error&) {
-                throw UsageError{"--precision must be fp32, half, 4bit or nf4, got '" + p + "'"};
+                throw UsageError{"--precision must be auto, fp32, half, 4bit or nf4, got '" + p + "'"};
             }
         } else if (a == "--device") {
             const std::string d = value();
@@ -408,6 +412,12 @@ nlohmann::json card_json(const std::string& question, const kev::CardResult& c, 
 
 int answer(const Options& o) {
     kev::SessionOptions session_options{o.load, std::nullopt};
+    kev::PrecisionChoice precision{kev::to_string(o.load.dtype), "asked for"};
+    if (o.load.quant != kev::WeightQuant::None) precision.name = kev::to_string(o.load.quant);
+    if (o.auto_precision && o.load.device == kev::Device::Cpu) {  // CUDA keeps fp32 unless asked
+        precision = kev::choose_auto_precision(o.model);
+        kev::set_precision(session_options.load, precision.name);
+    }
     if (::isatty(STDERR_FILENO)) {
         session_options.load.progress = [](int done, int total) {
             const int width = 30;
@@ -470,7 +480,8 @@ int answer(const Options& o) {
     }
 
     int code = g_interrupted ? kExitInterrupted : 0;
-    nlohmann::json out = {{"model", o.model}, {"packed", !o.sequential}, {"total_s", total_s}};
+    nlohmann::json out = {{"model", o.model}, {"packed", !o.sequential}, {"total_s", total_s},
+                          {"precision", {{"name", precision.name}, {"auto", o.auto_precision}, {"why", precision.why}}}};
     if (wants_lora) out["lora"] = {{"adapter", lora_path}, {"mode", lora_mode}};
     if (o.verify && !g_interrupted) {
         nlohmann::json diffs = nlohmann::json::array();
@@ -537,6 +548,10 @@ int main(int argc, char** argv) {
     }
     std::signal(SIGINT, on_sigint);
     try {
+        // The kernel switches (KEV_ISA, KEV_BF16_KERNEL) are checked before anything slow:
+        // one this CPU cannot run is refused here, by name.
+        (void)kev::isa_limit();
+        (void)kev::requested_bf16_kernel();
         if (o.command == "info") return kevcli::print_model_info(o.model, o.json);
         if (o.command == "tokenize") return tokenize(o);
         return answer(o);

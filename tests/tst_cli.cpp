@@ -94,12 +94,24 @@ private Q_SLOTS:
             QVERIFY2(r.out.contains(s), s);
     }
 
+    // 4-bit answers, and close to fp32: fp32's first greedy token is among 4-bit's three
+    // most likely. (Not "Paris" itself: on this question the Q4_1 model's first token is a
+    // near-tie, 0.01 in logprob between "L" and "The", measured with fp32 logits.)
     void fourBitAnswersAndInfoShowsTheFormats() {
-        const Run r = cli({"--json", "--precision", "4bit", "--max-new-tokens", "8", "What is the capital of France?"});
+        const QStringList q = {"--json", "--max-new-tokens", "8", "--logprobs", "3", "What is the capital of France?"};
+        const Run r = cli(QStringList{"--precision", "4bit"} + q);
         QCOMPARE(r.code, 0);
         const QJsonArray cards = json(r)["cards"].toArray();
         QCOMPARE(cards.size(), 1);
-        QVERIFY2(cards[0].toObject()["text"].toString().contains(QStringLiteral("Paris")), r.out.constData());
+        QVERIFY2(!cards[0].toObject()["text"].toString().trimmed().isEmpty(), r.out.constData());
+        const Run f = cli(QStringList{"--precision", "fp32"} + q);
+        const QJsonObject fp32 = json(f)["cards"].toArray()[0].toObject();
+        QVERIFY2(fp32["text"].toString().contains(QStringLiteral("Paris")), f.out.constData());
+        const int first = fp32["tokens"].toArray()[0].toInt();
+        bool found = false;
+        for (const auto& alt : cards[0].toObject()["logprobs"].toArray()[0].toArray())
+            found = found || alt.toObject()["token"].toInt() == first;
+        QVERIFY2(found, r.out.constData());
         const Run i = cli({"info"});
         QCOMPARE(i.code, 0);
         QVERIFY2(i.out.contains("Q4_1 x210"), i.out.constData());
@@ -292,6 +304,57 @@ private Q_SLOTS:
         const QJsonObject o = json(r);
         QVERIFY(o.contains("isolation_differences"));
         QCOMPARE(o["isolation_differences"].toArray().size(), 0);
+    }
+
+    // --verify-isolation on the built-in model with every kernel family forced in turn
+    // (KEV_ISA): packed answers equal the solo ones, greedy, seeded sampling and with a
+    // shared context. The scalar family runs 4-bit only (its fp32 FMA twin calls fma per
+    // multiply-add: minutes on this model, and tst_generate checks it on the tiny ones).
+    void verifyIsolationOnEveryKernelFamily_data() {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<QString>("precision");
+        QTest::addColumn<bool>("shared");
+        for (const char* family : {"scalar", "avx2", "avx512", "amx"})
+            for (const char* precision : {"fp32", "half", "4bit"}) {
+                if (QString(family) == "scalar" && QString(precision) != "4bit") continue;
+                QTest::addRow("%s %s greedy", family, precision) << QString(family) << QString(precision) << false;
+                QTest::addRow("%s %s shared sampled", family, precision) << QString(family) << QString(precision) << true;
+            }
+    }
+    void verifyIsolationOnEveryKernelFamily() {
+        QFETCH(QString, family);
+        QFETCH(QString, precision);
+        QFETCH(bool, shared);
+        const Run probe = cli({"info", "--json"}, {{"KEV_ISA", family}});
+        if (probe.code != 0) {
+            QVERIFY2(probe.err.contains("cannot run"), probe.err.constData());  // refused by name, not replaced
+            QSKIP(qPrintable("NOT RUN: the " + family + " kernels (this CPU lacks them)"));
+        }
+        QCOMPARE(json(probe)["kernels"].toObject()["kernel family"].toString().section(' ', 0, 0), family);
+        QStringList args = {"--json", "--verify-isolation", "--precision", precision, "--max-new-tokens", "8"};
+        if (shared)
+            args << "--temperature" << "0.9" << "--seed" << "11" << "--shared-context"
+                 << "Kev answers several questions in one packed forward pass; each card is isolated.";
+        args << "What is the capital of France?" << "Name a colour." << "Write a haiku about the sea."
+             << "What is 12 times 12?";
+        const Run r = cli(args, {{"KEV_ISA", family}});
+        QVERIFY2(r.code == 0, r.err.constData());
+        const QJsonObject o = json(r);
+        QCOMPARE(o["isolation_differences"].toArray().size(), 0);
+        QCOMPARE(o["cards"].toArray().size(), 4);
+    }
+
+    void autoPrecisionIsTheDefaultAndSaysWhy() {
+        const Run r = cli({"--json", "--max-new-tokens", "2", "Hi"});
+        QCOMPARE(r.code, 0);
+        const QJsonObject p = json(r)["precision"].toObject();
+        QCOMPARE(p["auto"].toBool(), true);
+        QCOMPARE(p["name"].toString(), QStringLiteral("4bit"));  // the built-in model is Q4_1 blocks
+        QVERIFY2(p["why"].toString().contains("Q4_0/Q4_1"), qPrintable(p["why"].toString()));
+        const Run info = cli({"info", "--json"});
+        QCOMPARE(json(info)["auto_precision"].toObject()["name"].toString(), QStringLiteral("4bit"));
+        const Run fixed = cli({"--json", "--precision", "fp32", "--max-new-tokens", "2", "Hi"});
+        QCOMPARE(json(fixed)["precision"].toObject()["name"].toString(), QStringLiteral("fp32"));
     }
 
     void ctrlCStopsCleanlyAndPrintsWhatWasGenerated() {

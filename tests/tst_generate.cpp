@@ -6,12 +6,15 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 
+#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include "kev/cpu_kernels.h"
 #include "kev/error.h"
+#include "kev/kv_cache.h"
 #include "kev/generator.h"
 #include "kev/model.h"
 #include "kev/session.h"
@@ -175,6 +178,78 @@ private Q_SLOTS:
             QCOMPARE(packed.cards[c].tokens, alone.cards[0].tokens);
             QVERIFY2(packed.cards[c].logits == alone.cards[0].logits,
                      qPrintable(QString("card %1 of %2: packed logits are not the bits of the solo run").arg(c).arg(n)));
+        }
+    }
+
+    // One arithmetic on every family: the fp32 forward (FMA dense kernels, row kernels,
+    // AVX2 or scalar attention) and the 4-bit forward (the int8 kernel's exact sums) give
+    // the same bits whichever family runs them; bf16 too when the FMA kernel is named.
+    void theForwardIsTheSameBitsOnEveryFamily_data() {
+        QTest::addColumn<QString>("precision");
+        QTest::newRow("fp32") << "fp32";
+        QTest::newRow("bf16 fma") << "bf16";
+        QTest::newRow("4bit") << "4bit";
+    }
+    void theForwardIsTheSameBitsOnEveryFamily() {
+        QFETCH(QString, precision);
+        const auto m = loadTiny("tiny-qwen3", precision == "fp32" ? kev::DType::F32 : kev::DType::BF16,
+                                precision == "4bit" ? kev::WeightQuant::NF4 : kev::WeightQuant::None);
+        QVERIFY(m);
+        std::mt19937 rng(5);
+        const std::vector<kev::TokenCard> cards = {{randomPrompt(rng, 512, 20, 30), greedy(6)},
+                                                   {randomPrompt(rng, 512, 1, 3), greedy(4)}};
+        const auto context = randomPrompt(rng, 512, 8, 8);
+        std::optional<kev::GenerationResult> twin;
+        int compared = 0;
+        for (kev::Isa isa : {kev::Isa::Scalar, kev::Isa::Avx2, kev::Isa::Avx512}) {
+            if (!kev::isa_supported(isa)) {
+                qWarning("NOT RUN: the %s family (this CPU lacks it)", kev::to_string(isa));
+                continue;
+            }
+            kev::set_isa_limit(isa);
+            if (precision == "bf16")
+                kev::set_bf16_kernel(isa == kev::Isa::Scalar ? kev::Bf16Kernel::Scalar
+                                     : isa == kev::Isa::Avx2 ? kev::Bf16Kernel::Avx2
+                                                             : kev::Bf16Kernel::Avx512);
+            const auto r = runCards(*m, cards, context);
+            if (!twin) {
+                twin = r;
+                continue;
+            }
+            for (std::size_t c = 0; c < cards.size(); ++c) {
+                QCOMPARE(r.cards[c].tokens, twin->cards[c].tokens);
+                QVERIFY2(r.cards[c].logits == twin->cards[c].logits,
+                         qPrintable(QString("%1: card %2's logits are not the scalar twin's").arg(kev::to_string(isa)).arg(c)));
+            }
+            ++compared;
+        }
+        kev::set_bf16_kernel(kev::Bf16Kernel::Auto);
+        qInfo("%d famil%s compared with the scalar twin", compared, compared == 1 ? "y" : "ies");
+    }
+
+    // A prompt read in one forward or in chunks through the cache (a card joining a
+    // running pack, a long prompt cut into pieces) gives the same bits at every row.
+    void aPromptReadInChunksIsTheSameBits() {
+        for (const auto& m : models_) {
+            std::mt19937 rng(9);
+            const auto tokens = randomPrompt(rng, 512, 30, 30);
+            auto forward = [&](kev::KvCache& cache, std::int64_t start, std::int64_t n) {
+                kev::ForwardBatch b;
+                for (std::int64_t i = start; i < start + n; ++i) {
+                    b.tokens.push_back(tokens[static_cast<std::size_t>(i)]);
+                    b.positions.push_back(i);
+                    b.slots.push_back(i);
+                    b.reads.push_back({0, 0, i + 1});
+                    b.output_rows.push_back(i - start);
+                }
+                b.kv_len = start + n;
+                return m->forward(b, cache);
+            };
+            kev::KvCache whole_cache = m->make_cache(30), chunk_cache = m->make_cache(30);
+            const at::Tensor whole = forward(whole_cache, 0, 30);  // [30, V]
+            const at::Tensor chunks = at::cat({forward(chunk_cache, 0, 11), forward(chunk_cache, 11, 1),
+                                               forward(chunk_cache, 12, 18)}, 0);
+            QVERIFY2(at::equal(whole, chunks), "a chunked prompt's logits differ from one forward's");
         }
     }
 

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "bench.h"
+#include "kev/cpu_kernels.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
 
@@ -28,7 +29,12 @@ nlohmann::json engine_header() {
             {"cpu_capability", info.cpu_capability},
             {"threads", info.cpu_threads},
             {"kernel_threads", kev::kernel_threads()},
-            {"cuda", info.cuda_available}};
+            {"cuda", info.cuda_available},
+            {"kernels", [] {
+                 nlohmann::json k = nlohmann::json::object();
+                 for (const auto& [what, kernel] : kev::kernel_paths()) k[what] = kernel;
+                 return k;
+             }()}};
 }
 
 }  // namespace kevbench

@@ -110,6 +110,7 @@ int run_pack(const Args& args) {
     std::string model_path, out_prefix, precision = "bf16";
     std::vector<int> ns{1, 2, 4, 8, 16};
     int prompt_len = 128, gen_len = 128, reps = 3;
+    bool packed_only = false;  // --packed-only 1: no one-at-a-time runs (side by side with llama-batched-bench)
     for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
         const std::string& k = args[i];
         const std::string& v = args[i + 1];
@@ -120,6 +121,7 @@ int run_pack(const Args& args) {
         else if (k == "--gen") gen_len = std::stoi(v);
         else if (k == "--reps") reps = std::stoi(v);
         else if (k == "--out") out_prefix = v;
+        else if (k == "--packed-only") packed_only = v == "1";
         else {
             std::fprintf(stderr, "kev-bench pack: unknown option %s\n", k.c_str());
             return 2;
@@ -184,7 +186,7 @@ int run_pack(const Args& args) {
                     packed_prefill_tps.push_back(s.prefill_tokens / s.prefill_s);
                     packed_decode_tps.push_back((s.generated - n) / s.decode_s);
                     step_ms.push_back(s.decode_s / std::max<long long>(1, s.steps) * 1e3);
-                } else {
+                } else if (!packed_only) {
                     double wall = 0, decode_s = 0;
                     long long gen = 0;
                     for (const auto& card : cards) {
@@ -200,8 +202,12 @@ int run_pack(const Args& args) {
         }
         // The same pack once more with the dense-mask decode (every row reads the whole
         // cache): what the gathered layout saves.
-        const Sample dense = run_once(*model, cards, /*dense=*/true);
-        const double dense_step_ms = dense.decode_s / std::max<long long>(1, dense.steps) * 1e3;
+        double dense_step_ms = 0;
+        if (!packed_only) {
+            const Sample dense = run_once(*model, cards, /*dense=*/true);
+            dense_step_ms = dense.decode_s / std::max<long long>(1, dense.steps) * 1e3;
+        }
+        if (seq_wall.empty()) seq_wall.push_back(0.0), seq_decode_tps.push_back(0.0);
         const double linear_ms = linears_ms(*model, n);
         nlohmann::json row = {
             {"linears_ms_per_step", linear_ms},
@@ -256,7 +262,7 @@ int run_pack(const Args& args) {
 }  // namespace
 
 KEV_BENCH("pack", "packed vs one-at-a-time generation --model PATH [--precision bf16|fp32|4bit|nf4] [--n 1,2,4,8,16] "
-                  "[--prompt 128] [--gen 128] [--reps 3] [--out PREFIX]",
+                  "[--prompt 128] [--gen 128] [--reps 3] [--packed-only 1] [--out PREFIX]",
           run_pack);
 
 }  // namespace kevbench

@@ -57,6 +57,10 @@ struct Linear {
     // The same plus, when `rows` is active and an adapter is attached, each row's scaled
     // low-rank update (the unmerged LoRA path; lora/lora_linear.cpp).
     at::Tensor operator()(const at::Tensor& x, const LoraRows& rows) const;
+    // The same product with an fp32 result: the sums before any rounding to the working
+    // dtype. The output head uses it, so bf16 logits are not rounded to 8 bits (which
+    // made near-ties exact ties, broken by token id).
+    at::Tensor fp32_out(const at::Tensor& x) const;
 };
 
 struct LayerWeights {
@@ -114,6 +118,17 @@ struct LoadOptions {
 // layers, bf16 activations) or a dtype name (parse_dtype). Sets dtype and quant; throws
 // InvalidArgument for anything else.
 void set_precision(LoadOptions& options, const std::string& name);
+
+// "auto": the precision fastest on this CPU for this file, and why. A GGUF whose linear
+// layers are Q4_0/Q4_1 blocks -> "4bit" (kept as they are, int8 kernel); any other file
+// -> "bf16" where a batch-invariant SIMD bf16 kernel runs under the kernel-family
+// ceiling (AVX2 and up: a decode step streams half the bytes of fp32), else "fp32".
+// Reads only the file's header. Throws as the loaders do for a file it cannot read.
+struct PrecisionChoice {
+    std::string name;  // "4bit", "bf16" or "fp32"
+    std::string why;
+};
+PrecisionChoice choose_auto_precision(const std::string& path);
 
 // Loads from a model folder (config.json + safetensors) or a .gguf file, with the
 // config that describes it. Pickle checkpoints are refused (ErrorCode::Refused).

@@ -11,6 +11,7 @@
 #include "kev/error.h"
 #include "kev/quant.h"
 #include "model/linear_dense.h"
+#include "model/rowwise.h"
 
 namespace kev {
 
@@ -211,8 +212,8 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
                                                 : to_string(quant_kernel())},
         {"4-bit prompt", quant_int8_available() ? quant_int8_prompt_kernel() : to_string(quant_kernel())},
         {"4-bit, fp32 activations", to_string(quant_kernel())},
-        {"attention (prompt)", "libtorch SDPA, one call per card"},
-        {"attention (decode)", "kev rows (portable, each card's own slots)"},
+        {"attention (prompt)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},
+        {"attention (decode)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},
         {"RMSNorm, RoPE, SiLU gate", "kev rows (portable)"},
     };
 }

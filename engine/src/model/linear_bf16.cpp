@@ -21,12 +21,23 @@ namespace kev {
 
 namespace {
 
+// Where results go: bf16 (rounded to nearest even) or fp32 (the head's logits).
+struct Bf16Out {
+    std::uint16_t* h = nullptr;
+    float* f = nullptr;
+    Bf16Out at(std::int64_t i) const { return {h ? h + i : nullptr, f ? f + i : nullptr}; }
+    void put(std::int64_t i, float v) const {
+        if (f) f[i] = v;
+        else h[i] = float_to_bf16(v);
+    }
+};
+
 // Rows [o_begin, o_end) of y for up to 4 rows of x (MB) at a time, 4 weight rows per
 // pass: 16 accumulators, each weight vector loaded once and used MB times.
 template <int MB>
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
     const std::uint16_t* x, std::int64_t ldx, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
-    std::uint16_t* y, std::int64_t ldy, std::int64_t o_begin, std::int64_t o_end) {
+    Bf16Out y, std::int64_t ldy, std::int64_t o_begin, std::int64_t o_end) {
     std::int64_t o = o_begin;
     for (; o + 4 <= o_end; o += 4) {
         __m512 acc[MB][4];
@@ -45,7 +56,7 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
             for (int r = 0; r < 4; ++r) {
                 float s = _mm512_reduce_add_ps(acc[m][r]);
                 if (bias) s += bf16_to_float(bias[o + r]);
-                y[m * ldy + o + r] = float_to_bf16(s);
+                y.put(m * ldy + o + r, s);
             }
     }
     for (; o < o_end; ++o) {  // a tail of fewer than 4 rows
@@ -56,7 +67,7 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
                                        (__m512bh)_mm512_loadu_si512(x + m * ldx + i));
             float s = _mm512_reduce_add_ps(acc);
             if (bias) s += bf16_to_float(bias[o]);
-            y[m * ldy + o] = float_to_bf16(s);
+            y.put(m * ldy + o, s);
         }
     }
 }
@@ -95,7 +106,7 @@ std::vector<std::uint16_t> pack_activations_impl(const std::uint16_t* x, std::in
 // C tile [16 outputs][16 rows] fp32 -> `rows` rows of y (leading dimension ldy): a
 // column gather per activation row, plus the bias, rounded to bf16 (nearest even).
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void store_tile_impl(
-    const float* c, std::int64_t rows, const std::uint16_t* bias, std::uint16_t* y, std::int64_t ldy) {
+    const float* c, std::int64_t rows, const std::uint16_t* bias, Bf16Out y, std::int64_t ldy) {
     const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                               _mm512_set1_epi32(kTileRows));
     __m512 b = _mm512_setzero_ps();
@@ -104,7 +115,8 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void store_tile_
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias))), 16));
     for (std::int64_t n = 0; n < rows; ++n) {
         const __m512 v = _mm512_add_ps(_mm512_i32gather_ps(column, c + n, 4), b);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + n * ldy), (__m256i)_mm512_cvtneps_pbh(v));
+        if (y.f) _mm512_storeu_ps(y.f + n * ldy, v);
+        else _mm256_storeu_si256(reinterpret_cast<__m256i*>(y.h + n * ldy), (__m256i)_mm512_cvtneps_pbh(v));
     }
 }
 
@@ -112,14 +124,14 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void store_tile_
 // Tiles: 0-1 accumulators, 4-5 weights, 6 activations.
 __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16,avx512bw,avx512vl"))) void amx_blocks(
     const std::uint16_t* xp, std::int64_t M, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
-    std::uint16_t* y, std::int64_t O, std::int64_t ob0, std::int64_t ob1) {
+    Bf16Out y, std::int64_t O, std::int64_t ob0, std::int64_t ob1) {
     amx_load_tile_config();
     const std::int64_t k_blocks = I / kTileK, row_blocks = (M + kTileRows - 1) / kTileRows;
     const std::int64_t stride = I * 2;  // bytes between weight rows
     alignas(64) float c[2][kTileRows * kTileRows];
     auto store = [&](int h, std::int64_t ob, std::int64_t rb) {
         store_tile_impl(c[h], std::min(kTileRows, M - rb * kTileRows), bias ? bias + ob * kTileRows : nullptr,
-                   y + rb * kTileRows * O + ob * kTileRows, O);
+                   y.at(rb * kTileRows * O + ob * kTileRows), O);
     };
     std::int64_t ob = ob0;
     for (; ob + 2 <= ob1; ob += 2) {
@@ -161,11 +173,11 @@ __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16,avx512bw,avx512vl"))
 
 // The AVX512-BF16 kernel over output rows [o0, o1) for every activation row.
 void avx512_rows(const std::uint16_t* xp, std::int64_t M, const std::uint16_t* wp, std::int64_t I,
-                 const std::uint16_t* bp, std::uint16_t* yp, std::int64_t O, std::int64_t o0, std::int64_t o1) {
+                 const std::uint16_t* bp, Bf16Out yp, std::int64_t O, std::int64_t o0, std::int64_t o1) {
     for (std::int64_t m = 0; m < M; m += 4) {
         const std::int64_t mb = std::min<std::int64_t>(4, M - m);
         const std::uint16_t* xm = xp + m * I;
-        std::uint16_t* ym = yp + m * O;
+        const Bf16Out ym = yp.at(m * O);
         switch (mb) {
             case 1: gemv_rows<1>(xm, I, wp, I, bp, ym, O, o0, o1); break;
             case 2: gemv_rows<2>(xm, I, wp, I, bp, ym, O, o0, o1); break;
@@ -201,7 +213,7 @@ std::vector<std::uint16_t> amx_pack_activations(const std::uint16_t* x, std::int
 }
 
 void amx_store_tile(const float* c, std::int64_t rows, const std::uint16_t* bias, std::uint16_t* y, std::int64_t ldy) {
-    store_tile_impl(c, rows, bias, y, ldy);
+    store_tile_impl(c, rows, bias, Bf16Out{y, nullptr}, ldy);
 }
 
 bool bf16_kernel_applies(const at::Tensor& x, const at::Tensor& weight) {
@@ -210,15 +222,17 @@ bool bf16_kernel_applies(const at::Tensor& x, const at::Tensor& weight) {
            x.size(1) % 32 == 0 && weight.is_contiguous();
 }
 
-at::Tensor bf16_linear(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& bias, Bf16Kernel kernel) {
+at::Tensor bf16_linear(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& bias, Bf16Kernel kernel,
+                       at::ScalarType out) {
     const at::Tensor x = x_in.contiguous();
     const std::int64_t M = x.size(0), I = x.size(1), O = weight.size(0);
-    at::Tensor y = at::empty({M, O}, x.options());
+    at::Tensor y = at::empty({M, O}, x.options().dtype(out == at::kFloat ? at::kFloat : at::kBFloat16));
     const auto* xp = reinterpret_cast<const std::uint16_t*>(x.data_ptr<at::BFloat16>());
     const auto* wp = reinterpret_cast<const std::uint16_t*>(weight.data_ptr<at::BFloat16>());
     const at::Tensor b = bias.defined() ? bias.contiguous() : bias;
     const auto* bp = b.defined() ? reinterpret_cast<const std::uint16_t*>(b.data_ptr<at::BFloat16>()) : nullptr;
-    auto* yp = reinterpret_cast<std::uint16_t*>(y.data_ptr<at::BFloat16>());
+    const Bf16Out yp = out == at::kFloat ? Bf16Out{nullptr, y.data_ptr<float>()}
+                                         : Bf16Out{reinterpret_cast<std::uint16_t*>(y.data_ptr<at::BFloat16>()), nullptr};
     if (kernel == Bf16Kernel::Amx) {
         const std::vector<std::uint16_t> packed = pack_activations_impl(xp, M, I);
         const std::int64_t blocks = O / kTileRows, tail = blocks * kTileRows;

@@ -47,6 +47,8 @@ void amx_store_tile(const float* c, std::int64_t rows, const std::uint16_t* bias
 // bf16_kernel_applies). bias may be undefined. Every row is computed alike whatever M:
 // AMX pads a partial 16-row block with zeros; vdpbf16ps handles rows in groups of up to 4
 // with one fixed order per row.
-at::Tensor bf16_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Bf16Kernel kernel);
+// `out` is the result's dtype: bf16 (rounded once) or fp32 (the sums as they are).
+at::Tensor bf16_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Bf16Kernel kernel,
+                       at::ScalarType out = at::kBFloat16);
 
 }  // namespace kev

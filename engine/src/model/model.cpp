@@ -202,23 +202,22 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             runs.push_back({r, 1, rd.shared_end, rd.begin, rd.end, {}});
         }
     }
-    // On the CPU a run of one row (every decode row, a one-token prompt) goes to the row
-    // kernel (rowwise.h) and longer runs to SDPA, one call per run: which path a card's
-    // rows take depends only on that card, never on the pack around it.
+    // On the CPU every row that reads by spans goes to the row kernel (attention_rows.cpp):
+    // a row's attention then depends only on its query and its slots, never on how its
+    // card's prompt is cut into calls or on the pack around it. Other devices: SDPA per run.
     const bool cpu = device_ == Device::Cpu;
-    const bool by_runs = by_reads && (cpu || static_cast<std::int64_t>(runs.size()) < S);
-    std::vector<std::int64_t> single_rows;  // CPU: rows of one-row runs, in order
-    at::Tensor single_index;                // [n] the same, as a tensor (when not all rows)
-    if (by_runs && cpu) {
-        for (const Run& run : runs)
-            if (run.rows == 1) single_rows.push_back(run.row);
-        if (!single_rows.empty() && static_cast<std::int64_t>(single_rows.size()) < S)
-            single_index = from_vector(single_rows, dev);
+    const bool rows_kernel = by_reads && cpu;
+    const bool by_runs = by_reads && !cpu && static_cast<std::int64_t>(runs.size()) < S;
+    std::vector<std::int64_t> all_rows;
+    if (rows_kernel) {
+        all_rows.resize(static_cast<std::size_t>(S));
+        for (std::int64_t r = 0; r < S; ++r) all_rows[static_cast<std::size_t>(r)] = r;
     }
     at::Tensor mask, gather, valid;
-    if (by_runs) {
+    if (rows_kernel) {
+        // nothing to prepare: the reads are the kernel's input
+    } else if (by_runs) {
         for (Run& run : runs) {
-            if (cpu && run.rows == 1) continue;
             const std::int64_t own = run.end - run.begin, L = run.shared_end + own;
             if (run.shared_end == 0 && own == run.rows) continue;  // square and causal
             std::vector<std::uint8_t> m(static_cast<std::size_t>(run.rows * L), 0);
@@ -291,29 +290,8 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         cache_k.index_copy_(1, slots, k.transpose(0, 1));
         cache_v.index_copy_(1, slots, v.transpose(0, 1));
         at::Tensor a;
-        if (by_runs && cpu) {
-            const bool all_single = static_cast<std::int64_t>(single_rows.size()) == S;
-            a = all_single ? at::Tensor() : at::empty({S, qs}, q.options());  // [S, qs]
-            for (const Run& run : runs) {
-                if (run.rows == 1) continue;
-                const at::Tensor qr = q.narrow(0, run.row, run.rows).transpose(0, 1).unsqueeze(0);  // [1, H, R, D]
-                at::Tensor keys = cache_k.narrow(1, run.begin, run.end - run.begin);
-                at::Tensor values = cache_v.narrow(1, run.begin, run.end - run.begin);
-                if (run.shared_end > 0) {
-                    keys = at::cat({cache_k.narrow(1, 0, run.shared_end), keys}, 1);
-                    values = at::cat({cache_v.narrow(1, 0, run.shared_end), values}, 1);
-                }
-                const at::Tensor out = at::scaled_dot_product_attention(
-                    qr, keys.unsqueeze(0), values.unsqueeze(0),
-                    run.mask.defined() ? std::optional<at::Tensor>(run.mask) : std::nullopt, 0.0,
-                    /*is_causal=*/!run.mask.defined(), std::nullopt, /*enable_gqa=*/true);  // [1, H, R, D]
-                a.narrow(0, run.row, run.rows).copy_(out.squeeze(0).transpose(0, 1).reshape({run.rows, qs}));
-            }
-            if (!single_rows.empty()) {
-                const at::Tensor rows_out = attend_rows(q, cache_k, cache_v, b.reads, single_rows);  // [n, qs]
-                if (all_single) a = rows_out;
-                else a.index_copy_(0, single_index, rows_out);
-            }
+        if (rows_kernel) {
+            a = attend_rows(q, cache_k, cache_v, b.reads, all_rows);  // [S, qs]
         } else if (by_runs) {
             std::vector<at::Tensor> parts;
             for (const Run& run : runs) {
@@ -356,7 +334,8 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     if (b.output_rows.empty()) return at::empty({0, c.vocab_size}, at::TensorOptions().dtype(at::kFloat).device(dev));
     x = x.index_select(0, from_vector(b.output_rows, dev));  // [R, hidden]
     x = rms_norm(x, weights_.final_norm, c.rms_norm_eps);
-    return weights_.lm_head(x).to(at::kFloat);  // [R, V]
+    // CPU: the head's sums in fp32, not rounded to the working dtype first.
+    return cpu ? weights_.lm_head.fp32_out(x) : weights_.lm_head(x).to(at::kFloat);  // [R, V]
 }
 
 }  // namespace kev

@@ -170,57 +170,6 @@ at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
     return out;
 }
 
-at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                       const std::vector<ForwardBatch::RowRead>& reads, const std::vector<std::int64_t>& rows) {
-    const std::int64_t H = q.size(1), D = q.size(2), KVH = keys.size(0), G = H / KVH;
-    const std::int64_t n = static_cast<std::int64_t>(rows.size());
-    if (q.stride(2) != 1 || !keys.is_contiguous() || !values.is_contiguous() || keys.scalar_type() != q.scalar_type())
-        throw Error(ErrorCode::InvalidArgument, "attend_rows: q [S, H, D] and contiguous caches of q's dtype");
-    at::Tensor out = at::empty({n, H * D}, q.options());  // [n, H * D]
-    const std::int64_t slots = keys.size(1), qs0 = q.stride(0), qs1 = q.stride(1);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-    with_dtype(q, [&](auto* tag) {
-        using T = std::remove_pointer_t<decltype(tag)>;
-        const T* qp = q.data_ptr<T>();
-        const T* kp = keys.data_ptr<T>();
-        const T* vp = values.data_ptr<T>();
-        T* op = out.data_ptr<T>();
-        at::parallel_for(0, n * H, 1, [&](std::int64_t t0, std::int64_t t1) {
-            std::vector<float> p, acc(static_cast<std::size_t>(D)), qf(static_cast<std::size_t>(D));
-            for (std::int64_t t = t0; t < t1; ++t) {
-                const std::int64_t i = t / H, h = t % H, r = rows[static_cast<std::size_t>(i)];
-                const ForwardBatch::RowRead& rd = reads[static_cast<std::size_t>(r)];
-                const std::int64_t L = rd.shared_end + (rd.end - rd.begin);
-                auto slot = [&](std::int64_t j) { return j < rd.shared_end ? j : rd.begin + (j - rd.shared_end); };
-                const T* qr = qp + r * qs0 + h * qs1;
-                for (std::int64_t d = 0; d < D; ++d) qf[static_cast<std::size_t>(d)] = wide(qr[d]);
-                const T* kh = kp + (h / G) * slots * D;
-                const T* vh = vp + (h / G) * slots * D;
-                p.resize(static_cast<std::size_t>(L));
-                float m = -INFINITY;
-                for (std::int64_t j = 0; j < L; ++j) {
-                    p[j] = dot(qf.data(), kh + slot(j) * D, D) * scale;
-                    m = std::max(m, p[j]);
-                }
-                float sum = 0.0f;
-                for (std::int64_t j = 0; j < L; ++j) {
-                    p[j] = kev_exp(p[j] - m);
-                    sum += p[j];
-                }
-                std::fill(acc.begin(), acc.end(), 0.0f);
-                for (std::int64_t j = 0; j < L; ++j) {
-                    const T* v = vh + slot(j) * D;
-                    for (std::int64_t d = 0; d < D; ++d) acc[d] += p[j] * wide(v[d]);
-                }
-                T* o = op + i * H * D + h * D;
-                for (std::int64_t d = 0; d < D; ++d) o[d] = narrow_to<T>(acc[d] / sum);
-            }
-        });
-    });
-    (void)G;
-    return out;
-}
-
 at::Tensor add_scaled_rows(const at::Tensor& y_in, const at::Tensor& update_in, const at::Tensor& scale_in) {
     const at::Tensor y = y_in.contiguous();
     const at::Tensor u = update_in.to(y.scalar_type()).contiguous();

@@ -43,12 +43,21 @@ void apply_rope_rows(at::Tensor& x, const RopeTable& table);
 // gu [S, 2I] (gate | up) -> silu(gate) * up, [S, I], silu rounded to the dtype first.
 at::Tensor silu_gate_rows(const at::Tensor& gu);
 
-// Attention for rows that each read their own slots: row r's query q [S, H, D] against
-// cache slots [0, reads[r].shared_end) and [reads[r].begin, reads[r].end) of keys and
-// values [KVH, slots, D]; softmax(q k / sqrt(D)) v in fp32, sequentially over the slots.
-// Returns [S, H * D] in q's dtype.
+// Attention for rows that each read their own slots (attention_rows.cpp): row r's query
+// q [S, H, D] against cache slots [0, reads[r].shared_end) and [reads[r].begin,
+// reads[r].end) of keys and values [KVH, slots, D], for the rows listed in `rows`.
+// Returns [rows.size(), H * D] in q's dtype. One arithmetic, written per row and head:
+//   score_j = tree8(lane[0..7]) * (1 / sqrt(D)),  lane[l] = fma chain over d = l, l+8, ...
+//   p_j     = kev_exp(score_j - max_j score_j),     sum = p_0 + p_1 + ... (in order)
+//   out[d]  = (fma chain over j of p_j * v_j[d]) / sum
+// with tree8 = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). An AVX2 form (8 lanes:
+// the lanes above) and a scalar twin compute the same bits; prompts and decode, a card
+// alone or in any pack, any split of its prompt into calls: the same numbers.
 at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                        const std::vector<ForwardBatch::RowRead>& reads, const std::vector<std::int64_t>& rows);
+// The path attend_rows takes for head dim D under the kernel-family ceiling: "avx2" or
+// "scalar" (the AVX2 form needs D a multiple of 8).
+const char* attention_rows_kernel(std::int64_t head_dim);
 
 // y + update * scale[r] per row (LoRA's unmerged path), rounded once to y's dtype.
 at::Tensor add_scaled_rows(const at::Tensor& y, const at::Tensor& update, const at::Tensor& scale);

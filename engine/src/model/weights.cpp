@@ -7,11 +7,13 @@
 
 #include <ATen/ATen.h>
 
+#include "kev/cpu_kernels.h"
 #include "kev/error.h"
 #include "kev/gguf.h"
 #include "kev/quant.h"
 #include "kev/safetensors.h"
 #include "model/linear_bf16.h"
+#include "model/linear_dense.h"
 #include "model/torch_util.h"
 
 namespace kev {
@@ -42,6 +44,29 @@ void set_precision(LoadOptions& options, const std::string& name) {
     }
     options.dtype = parse_dtype(name);
     options.quant = WeightQuant::None;
+}
+
+PrecisionChoice choose_auto_precision(const std::string& path) {
+    if (!fs::exists(path)) throw Error(ErrorCode::Io, path + ": no such file or folder");
+    if (!fs::is_directory(path)) {
+        const auto gguf = GgufFile::open(path);
+        std::int64_t q4 = 0, linear = 0;
+        for (const auto& t : gguf->tensors()) {
+            if (t.name.find("_norm") != std::string::npos || t.name.find("token_embd") != std::string::npos) continue;
+            if (t.dims.size() != 2) continue;
+            ++linear;
+            if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1) ++q4;
+        }
+        if (q4 > 0)
+            return {"4bit", std::to_string(q4) + " of " + std::to_string(linear) +
+                                " weight matrices are Q4_0/Q4_1 blocks: kept as they are, multiplied by the " +
+                                to_string(quant_int8_kernel()) + " kernel"};
+    }
+    const Bf16Kernel bf16 = active_bf16_kernel();
+    if (bf16 != Bf16Kernel::Scalar)
+        return {"bf16", std::string("the ") + to_string(bf16) +
+                            " bf16 kernel runs here: a decode step streams half the bytes of fp32"};
+    return {"fp32", "no SIMD bf16 kernel under the kernel family " + std::string(to_string(isa_limit()))};
 }
 
 void check_device_dtype(Device device, DType dtype) {
@@ -79,11 +104,53 @@ const char* to_string(WeightQuant quant) {
 
 at::Tensor Linear::operator()(const at::Tensor& x) const {
     if (quant) return quant_linear(x, *quant, bias);
-    // bf16 on the CPU: our decode kernels where they suit the call (linear_bf16.h; the
-    // KEV_BF16_KERNEL switch lives there), else libtorch.
-    const Bf16Kernel kernel = bf16_kernel_for(x, weight);
-    if (kernel != Bf16Kernel::Torch) return bf16_linear(x, weight, bias, kernel);
-    return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
+    // On the CPU every dense layer runs on Kev's batch-invariant kernels (kev/cpu_kernels.h):
+    // a row's result never depends on the other rows. libtorch's linear only on other
+    // devices, or when asked for by name (KEV_BF16_KERNEL=torch, benchmarks).
+    const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
+    if (!dense_kernel_applies(x2, weight)) return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
+    at::Tensor y;
+    const bool bf16 = x2.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16;
+    const Bf16Kernel k = bf16 ? active_bf16_kernel() : Bf16Kernel::Auto;
+    if ((k == Bf16Kernel::Amx || k == Bf16Kernel::Avx512Bf16) && bf16_kernel_applies(x2, weight)) {
+        y = bf16_linear(x2, weight, bias, k);
+    } else if (k == Bf16Kernel::Torch) {
+        y = bias.defined() ? at::linear(x2, weight, bias) : at::linear(x2, weight);
+    } else {
+        const Isa isa = k == Bf16Kernel::Avx512 ? Isa::Avx512
+                        : k == Bf16Kernel::Avx2 ? Isa::Avx2
+                        : k == Bf16Kernel::Scalar ? Isa::Scalar
+                                                  : dense_kernel_isa();
+        y = dense_linear(x2, weight, bias, isa);
+    }
+    if (x.dim() == 2) return y;
+    std::vector<std::int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    return y.view(shape);
+}
+
+at::Tensor Linear::fp32_out(const at::Tensor& x) const {
+    if (quant) return quant_linear(x.to(at::kFloat), *quant, bias);  // int8 kernel: the same sums, fp32 out
+    const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
+    if (!dense_kernel_applies(x2, weight)) return (*this)(x).to(at::kFloat);
+    const bool bf16 = x2.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16;
+    const Bf16Kernel k = bf16 ? active_bf16_kernel() : Bf16Kernel::Auto;
+    at::Tensor y;
+    if ((k == Bf16Kernel::Amx || k == Bf16Kernel::Avx512Bf16) && bf16_kernel_applies(x2, weight)) {
+        y = bf16_linear(x2, weight, bias, k, at::kFloat);
+    } else if (k == Bf16Kernel::Torch) {
+        return (*this)(x).to(at::kFloat);
+    } else {
+        const Isa isa = k == Bf16Kernel::Avx512 ? Isa::Avx512
+                        : k == Bf16Kernel::Avx2 ? Isa::Avx2
+                        : k == Bf16Kernel::Scalar ? Isa::Scalar
+                                                  : dense_kernel_isa();
+        y = dense_linear(x2.to(at::kFloat), weight, bias, isa);  // activations widened exactly
+    }
+    if (x.dim() == 2) return y;
+    std::vector<std::int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    return y.view(shape);
 }
 
 std::int64_t ModelWeights::bytes() const { return memory().total(); }

@@ -1,0 +1,179 @@
+// Attention row by row (rowwise.h has the arithmetic): the AVX2 form and its scalar twin.
+//
+// Why not SDPA: its CPU kernel blocks the keys and queries by the shapes of the call, so a
+// prompt row computed in a call of 40 rows and the same row in a call of 55 (the shared
+// context split elsewhere, a prompt read in chunks) came out different in bf16. Here a
+// row's result depends on its query, its slots and nothing else.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "kev/cpu_kernels.h"
+#include "kev/error.h"
+#include "model/rowwise.h"
+#include <immintrin.h>
+
+namespace kev {
+
+namespace {
+
+template <typename T>
+inline float wide(T v) {
+    return static_cast<float>(v);
+}
+
+inline float tree8(const float* l) {
+    const float a = l[0] + l[4], b = l[1] + l[5], c = l[2] + l[6], d = l[3] + l[7];
+    return (a + c) + (b + d);
+}
+
+// The rows' slots: j in [0, L) -> the shared context, then the row's own region.
+struct Slots {
+    std::int64_t shared_end, begin;
+    std::int64_t operator()(std::int64_t j) const { return j < shared_end ? j : begin + (j - shared_end); }
+};
+
+// ---- scalar twin ----------------------------------------------------------------------
+template <typename T>
+void head_scalar(const float* q, const T* kh, const T* vh, std::int64_t D, std::int64_t L, Slots slot, float scale,
+                 float* p, float* acc, T* out) {
+    float m = -INFINITY;
+    for (std::int64_t j = 0; j < L; ++j) {
+        const T* k = kh + slot(j) * D;
+        float lane[8] = {};
+        for (std::int64_t d = 0; d < D; ++d) lane[d % 8] = std::fma(q[d], wide(k[d]), lane[d % 8]);
+        p[j] = tree8(lane) * scale;
+        m = std::max(m, p[j]);
+    }
+    float sum = 0.0f;
+    for (std::int64_t j = 0; j < L; ++j) {
+        p[j] = kev_exp(p[j] - m);
+        sum += p[j];
+    }
+    for (std::int64_t d = 0; d < D; ++d) acc[d] = 0.0f;
+    for (std::int64_t j = 0; j < L; ++j) {
+        const T* v = vh + slot(j) * D;
+        for (std::int64_t d = 0; d < D; ++d) acc[d] = std::fma(p[j], wide(v[d]), acc[d]);
+    }
+    for (std::int64_t d = 0; d < D; ++d) out[d] = static_cast<T>(acc[d] / sum);
+}
+
+// ---- AVX2 (also what the avx512 and amx families run) ---------------------------------
+#define KEV_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+template <typename T>
+KEV_AVX2 inline __m256 load8(const T* p) {
+    if constexpr (std::is_same_v<T, float>) {
+        return _mm256_loadu_ps(p);
+    } else {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        if constexpr (std::is_same_v<T, c10::BFloat16>) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        else return _mm256_cvtph_ps(h);
+    }
+}
+
+// kev_exp on 8 lanes: the same operations in the same order (no FMA), so the same bits.
+KEV_AVX2 inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));  // std::min/max's NaN rule
+    __m256 n = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _mm256_set1_ps(12582912.0f));
+    n = _mm256_sub_ps(n, _mm256_set1_ps(12582912.0f));
+    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c));
+    p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+template <typename T>
+KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D, std::int64_t L, Slots slot,
+                        float scale, float* p, float* acc, T* out) {
+    float m = -INFINITY;
+    alignas(32) float lane[8];
+    for (std::int64_t j = 0; j < L; ++j) {
+        const T* k = kh + slot(j) * D;
+        __m256 a = _mm256_setzero_ps();
+        for (std::int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(k + d), a);
+        _mm256_store_ps(lane, a);
+        p[j] = tree8(lane) * scale;
+        m = std::max(m, p[j]);
+    }
+    std::int64_t j = 0;
+    const __m256 mv = _mm256_set1_ps(m);
+    for (; j + 8 <= L; j += 8) _mm256_storeu_ps(p + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv)));
+    for (; j < L; ++j) p[j] = kev_exp(p[j] - m);
+    float sum = 0.0f;
+    for (j = 0; j < L; ++j) sum += p[j];
+    for (std::int64_t d = 0; d < D; d += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (j = 0; j < L; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load8(vh + slot(j) * D + d), a);
+        _mm256_storeu_ps(acc + d, a);
+    }
+    for (std::int64_t d = 0; d < D; ++d) out[d] = static_cast<T>(acc[d] / sum);
+}
+#undef KEV_AVX2
+
+bool use_avx2(std::int64_t D) {
+    return D % 8 == 0 && static_cast<int>(isa_limit()) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma();
+}
+
+template <typename Fn>
+void with_dtype(at::ScalarType t, Fn&& fn) {
+    switch (t) {
+        case at::kFloat: return fn(static_cast<float*>(nullptr));
+        case at::kBFloat16: return fn(static_cast<c10::BFloat16*>(nullptr));
+        case at::kHalf: return fn(static_cast<c10::Half*>(nullptr));
+        default: throw Error(ErrorCode::InvalidArgument, "attend_rows takes fp32, bf16 or fp16");
+    }
+}
+
+}  // namespace
+
+const char* attention_rows_kernel(std::int64_t head_dim) { return use_avx2(head_dim) ? "avx2" : "scalar"; }
+
+at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                       const std::vector<ForwardBatch::RowRead>& reads, const std::vector<std::int64_t>& rows) {
+    const std::int64_t H = q.size(1), D = q.size(2), KVH = keys.size(0), G = H / KVH;
+    const std::int64_t n = static_cast<std::int64_t>(rows.size());
+    if (q.stride(2) != 1 || !keys.is_contiguous() || !values.is_contiguous() || keys.scalar_type() != q.scalar_type())
+        throw Error(ErrorCode::InvalidArgument, "attend_rows: q [S, H, D] and contiguous caches of q's dtype");
+    at::Tensor out = at::empty({n, H * D}, q.options());  // [n, H * D]
+    const std::int64_t slots = keys.size(1), qs0 = q.stride(0), qs1 = q.stride(1);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    const bool avx2 = use_avx2(D);
+    with_dtype(q.scalar_type(), [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        const T* qp = q.data_ptr<T>();
+        const T* kp = keys.data_ptr<T>();
+        const T* vp = values.data_ptr<T>();
+        T* op = out.data_ptr<T>();
+        at::parallel_for(0, n * H, 1, [&](std::int64_t t0, std::int64_t t1) {
+            std::vector<float> p, acc(static_cast<std::size_t>(D)), qf(static_cast<std::size_t>(D));
+            for (std::int64_t t = t0; t < t1; ++t) {
+                const std::int64_t i = t / H, h = t % H, r = rows[static_cast<std::size_t>(i)];
+                const ForwardBatch::RowRead& rd = reads[static_cast<std::size_t>(r)];
+                const std::int64_t L = rd.shared_end + (rd.end - rd.begin);
+                const T* qr = qp + r * qs0 + h * qs1;
+                for (std::int64_t d = 0; d < D; ++d) qf[static_cast<std::size_t>(d)] = wide(qr[d]);
+                p.resize(static_cast<std::size_t>(std::max<std::int64_t>(L, 1)));
+                const T* kh = kp + (h / G) * slots * D;
+                const T* vh = vp + (h / G) * slots * D;
+                T* o = op + i * H * D + h * D;
+                const Slots slot{rd.shared_end, rd.begin};
+                if (avx2) head_avx2<T>(qf.data(), kh, vh, D, L, slot, scale, p.data(), acc.data(), o);
+                else head_scalar<T>(qf.data(), kh, vh, D, L, slot, scale, p.data(), acc.data(), o);
+            }
+        });
+    });
+    return out;
+}
+
+}  // namespace kev
