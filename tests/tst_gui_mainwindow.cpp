@@ -78,11 +78,14 @@ private Q_SLOTS:
     }
 
     void toolbarSaysWhatIsNotAvailable() {
+        QSettings().remove(QStringLiteral("model/precision"));  // a first start
         kevui::MainWindow w(QStringLiteral("/nonexistent/model.gguf"));
         auto* precision = w.findChild<QComboBox*>(QStringLiteral("precisionCombo"));
         QVERIFY(precision);
-        QCOMPARE(precision->count(), 3);
-        QCOMPARE(precision->currentText(), QStringLiteral("fp32"));
+        QCOMPARE(precision->count(), 4);
+        // auto is the default; its row says what it chose for the file and why.
+        QCOMPARE(precision->currentIndex(), 3);
+        QVERIFY2(precision->currentText().startsWith(QStringLiteral("auto")), qPrintable(precision->currentText()));
         auto* model = qobject_cast<QStandardItemModel*>(precision->model());
         QVERIFY(model);
         QVERIFY(model->item(0)->isEnabled());  // 4-bit

@@ -10,6 +10,7 @@
 #include <QSignalSpy>
 #include <QTimer>
 #include <QToolButton>
+#include <QSettings>
 #include <QtTest>
 
 #include <algorithm>
@@ -85,6 +86,9 @@ private Q_SLOTS:
         const QString ws = kevtest::workDir() + QStringLiteral("/run-workspace.json");
         QFile::remove(ws);
         qputenv("KEV_WORKSPACE", ws.toUtf8());
+        // These tests were written against fp32 (the answers they check, the precision
+        // toggles they make); the default, auto, is checked on its own below.
+        QSettings().setValue(QStringLiteral("model/precision"), 2);
         w_ = std::make_unique<kevui::MainWindow>(kevtest::builtinModel());
         QSignalSpy ready(w_.get(), &kevui::MainWindow::modelReady);
         w_->show();
@@ -364,6 +368,24 @@ private Q_SLOTS:
         precision->setCurrentIndex(2);
         QVERIFY(ready.wait(180000));
         QCOMPARE(w.engine()->model().quant, kev::WeightQuant::None);
+    }
+
+    // auto (the default) opens the built-in Q4_1 file in 4-bit, and its row says so and why.
+    void autoPrecisionSaysWhatItChose() {
+        kevui::MainWindow& w = *w_;
+        auto* precision = w.findChild<QComboBox*>(QStringLiteral("precisionCombo"));
+        QVERIFY(precision);
+        QSignalSpy ready(&w, &kevui::MainWindow::modelReady);
+        precision->setCurrentIndex(3);  // auto
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() > 0, 180000);
+        QCOMPARE(w.engine()->model().quant, kev::WeightQuant::Q4);
+        QCOMPARE(precision->currentText(), QStringLiteral("auto: 4-bit"));
+        const QString why = precision->itemData(3, Qt::ToolTipRole).toString();
+        QVERIFY2(why.contains(QStringLiteral("Q4_0/Q4_1")) && why.contains(QStringLiteral("int8")), qPrintable(why));
+        ready.clear();
+        precision->setCurrentIndex(2);
+        QVERIFY(ready.wait(180000));
+        QCOMPARE(w.engine()->model().dtype, kev::DType::F32);
     }
 
     void loadingCanBeCancelled() {

@@ -33,6 +33,8 @@
 #include "engine_worker.h"
 #include "gauge_panel.h"
 #include "kev/engine_info.h"
+#include "kev/error.h"
+#include "kev/weights.h"
 #include "main_window_keys.h"
 #include "model_summary.h"
 #include "pack_view.h"
@@ -151,8 +153,8 @@ void MainWindow::restoreSettings() {
     restoring_ = true;
     restoreGeometry(s.value(QLatin1String(kSettingGeometry)).toByteArray());
     restoreState(s.value(QLatin1String(kSettingState)).toByteArray());
-    const int precision = s.value(QLatin1String(kSettingPrecision), kPrecisionF32).toInt();
-    if (precision >= kPrecision4Bit && precision <= kPrecisionF32) precision_->setCurrentIndex(precision);
+    const int precision = s.value(QLatin1String(kSettingPrecision), kPrecisionAuto).toInt();
+    if (precision >= kPrecision4Bit && precision <= kPrecisionAuto) precision_->setCurrentIndex(precision);
     const int device = s.value(QLatin1String(kSettingDevice), 0).toInt();
     if (device == 1 && kev::engine_info().cuda_available) device_->setCurrentIndex(1);
     // A remembered adapter folder that is gone (moved, deleted) falls back to the demo.
@@ -418,9 +420,31 @@ void MainWindow::setSharedContext(const QString& text) {
 LoadSettings MainWindow::loadSettings() const {
     LoadSettings s;
     s.device = device_->currentIndex() == 1 ? kev::Device::Cuda : kev::Device::Cpu;
-    if (precision_->currentIndex() == kPrecisionHalf) {
+    int choice = precision_->currentIndex();
+    if (choice == kPrecisionAuto) {
+        // Auto says in its row what it chose for this file and why (the tooltip).
+        QString name = QStringLiteral("half"), why = QStringLiteral("fp16 on CUDA");
+        choice = kPrecisionHalf;
+        if (s.device == kev::Device::Cpu) {
+            try {
+                const kev::PrecisionChoice c = kev::choose_auto_precision(modelPath_.toStdString());
+                choice = c.name == "4bit" ? kPrecision4Bit : c.name == "bf16" ? kPrecisionHalf : kPrecisionF32;
+                name = choice == kPrecision4Bit ? QStringLiteral("4-bit") : choice == kPrecisionHalf ? QStringLiteral("half")
+                                                                                                      : QStringLiteral("fp32");
+                why = QString::fromStdString(c.why);
+            } catch (const kev::Error& e) {
+                choice = kPrecisionF32;  // the load itself will say what is wrong with the file
+                name = QStringLiteral("fp32");
+                why = QString::fromUtf8(e.what());
+            }
+        }
+        precision_->setItemText(kPrecisionAuto, QStringLiteral("auto: %1").arg(name));
+        precision_->setItemData(kPrecisionAuto, QStringLiteral("auto chose %1 for this file: %2").arg(name, why),
+                                Qt::ToolTipRole);
+    }
+    if (choice == kPrecisionHalf) {
         s.dtype = s.device == kev::Device::Cuda ? kev::DType::F16 : kev::DType::BF16;
-    } else if (precision_->currentIndex() == kPrecision4Bit) {
+    } else if (choice == kPrecision4Bit) {
         s.dtype = kev::DType::BF16;  // embeddings, norms, activations; 4-bit runs on the CPU
         s.quant = kev::WeightQuant::Q4;
     } else {
@@ -506,9 +530,10 @@ void MainWindow::onLoadFailed(const QString& path, const QString& message) {
         // The combos show what is loaded, not what failed.
         restoring_ = true;
         device_->setCurrentIndex(engine_->model().device == kev::Device::Cuda ? 1 : 0);
-        precision_->setCurrentIndex(engine_->model().quant != kev::WeightQuant::None ? kPrecision4Bit
-                                    : engine_->model().dtype == kev::DType::F32   ? kPrecisionF32
-                                                                                  : kPrecisionHalf);
+        if (precision_->currentIndex() != kPrecisionAuto)
+            precision_->setCurrentIndex(engine_->model().quant != kev::WeightQuant::None ? kPrecision4Bit
+                                        : engine_->model().dtype == kev::DType::F32   ? kPrecisionF32
+                                                                                      : kPrecisionHalf);
         restoring_ = false;
         modelPath_ = engine_->model().path;
     }

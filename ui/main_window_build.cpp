@@ -118,7 +118,7 @@ void MainWindow::buildToolbar() {
 
     precision_ = new QComboBox(bar);
     precision_->setObjectName(QStringLiteral("precisionCombo"));
-    precision_->addItems({QStringLiteral("4-bit"), QStringLiteral("half"), QStringLiteral("fp32")});
+    precision_->addItems({QStringLiteral("4-bit"), QStringLiteral("half"), QStringLiteral("fp32"), QStringLiteral("auto")});
     if (kev::engine_info().cuda_available) {
         precision_->setItemData(kPrecision4Bit,
                                 QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1 blocks kept, others NF4), "
@@ -134,7 +134,11 @@ void MainWindow::buildToolbar() {
                             QStringLiteral("bf16 on CPU (this libtorch has no fast fp16 CPU kernels), fp16 on CUDA"),
                             Qt::ToolTipRole);
     precision_->setItemData(kPrecisionF32, QStringLiteral("32-bit floats: exact, twice the memory of half"), Qt::ToolTipRole);
-    precision_->setCurrentIndex(kPrecisionF32);
+    precision_->setItemData(kPrecisionAuto,
+                            QStringLiteral("The fastest on this CPU for the file: 4-bit for Q4_0/Q4_1 GGUF files, "
+                                           "half where a SIMD bf16 kernel runs, else fp32"),
+                            Qt::ToolTipRole);
+    precision_->setCurrentIndex(kPrecisionAuto);
     bar->addWidget(precision_);
 
     lora_ = new QCheckBox(QStringLiteral("LoRA"), bar);

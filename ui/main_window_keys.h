@@ -8,6 +8,7 @@ constexpr int kMaxRecentModels = 8;
 constexpr int kPrecision4Bit = 0;
 constexpr int kPrecisionHalf = 1;
 constexpr int kPrecisionF32 = 2;
+constexpr int kPrecisionAuto = 3;  // the default: what is fastest on this CPU for the file
 
 // QSettings keys.
 constexpr const char* kSettingLastModel = "model/last";
