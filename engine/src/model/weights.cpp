@@ -102,55 +102,50 @@ const char* to_string(WeightQuant quant) {
     return "?";
 }
 
-at::Tensor Linear::operator()(const at::Tensor& x) const {
-    if (quant) return quant_linear(x, *quant, bias);
-    // On the CPU every dense layer runs on Kev's batch-invariant kernels (kev/cpu_kernels.h):
-    // a row's result never depends on the other rows. libtorch's linear only on other
-    // devices, or when asked for by name (KEV_BF16_KERNEL=torch, benchmarks).
-    const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
-    if (!dense_kernel_applies(x2, weight)) return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
-    at::Tensor y;
-    const bool bf16 = x2.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16;
+namespace {
+
+// A dense layer on the CPU's batch-invariant kernels (kev/cpu_kernels.h): a row's result
+// never depends on the other rows. x [M, I]; the result in fp32 when `fp32_out` (the sums
+// unrounded), else in x's dtype. libtorch's linear only when asked for by name
+// (KEV_BF16_KERNEL=torch, benchmarks).
+at::Tensor dense_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool fp32_out) {
+    const bool bf16 = x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16;
     const Bf16Kernel k = bf16 ? active_bf16_kernel() : Bf16Kernel::Auto;
-    if ((k == Bf16Kernel::Amx || k == Bf16Kernel::Avx512Bf16) && bf16_kernel_applies(x2, weight)) {
-        y = bf16_linear(x2, weight, bias, k);
-    } else if (k == Bf16Kernel::Torch) {
-        y = bias.defined() ? at::linear(x2, weight, bias) : at::linear(x2, weight);
-    } else {
-        const Isa isa = k == Bf16Kernel::Avx512 ? Isa::Avx512
-                        : k == Bf16Kernel::Avx2 ? Isa::Avx2
-                        : k == Bf16Kernel::Scalar ? Isa::Scalar
-                                                  : dense_kernel_isa();
-        y = dense_linear(x2, weight, bias, isa);
+    if ((k == Bf16Kernel::Amx || k == Bf16Kernel::Avx512Bf16) && bf16_kernel_applies(x, weight))
+        return bf16_linear(x, weight, bias, k, fp32_out ? at::kFloat : at::kBFloat16);
+    if (k == Bf16Kernel::Torch) {
+        const at::Tensor y = bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
+        return fp32_out ? y.to(at::kFloat) : y;
     }
+    const Isa isa = k == Bf16Kernel::Avx512 ? Isa::Avx512
+                    : k == Bf16Kernel::Avx2 ? Isa::Avx2
+                    : k == Bf16Kernel::Scalar ? Isa::Scalar
+                                              : dense_kernel_isa();
+    // The FMA kernel widens activations to fp32 exactly either way; fp32 in, fp32 out.
+    return dense_linear(fp32_out ? x.to(at::kFloat) : x, weight, bias, isa);
+}
+
+at::Tensor with_leading_dims(const at::Tensor& y, const at::Tensor& x, std::int64_t out) {
     if (x.dim() == 2) return y;
     std::vector<std::int64_t> shape = x.sizes().vec();
-    shape.back() = weight.size(0);
+    shape.back() = out;
     return y.view(shape);
+}
+
+}  // namespace
+
+at::Tensor Linear::operator()(const at::Tensor& x) const {
+    if (quant) return quant_linear(x, *quant, bias);
+    const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
+    if (!dense_kernel_applies(x2, weight)) return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
+    return with_leading_dims(dense_product(x2, weight, bias, false), x, weight.size(0));
 }
 
 at::Tensor Linear::fp32_out(const at::Tensor& x) const {
     if (quant) return quant_linear(x.to(at::kFloat), *quant, bias);  // int8 kernel: the same sums, fp32 out
     const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
     if (!dense_kernel_applies(x2, weight)) return (*this)(x).to(at::kFloat);
-    const bool bf16 = x2.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16;
-    const Bf16Kernel k = bf16 ? active_bf16_kernel() : Bf16Kernel::Auto;
-    at::Tensor y;
-    if ((k == Bf16Kernel::Amx || k == Bf16Kernel::Avx512Bf16) && bf16_kernel_applies(x2, weight)) {
-        y = bf16_linear(x2, weight, bias, k, at::kFloat);
-    } else if (k == Bf16Kernel::Torch) {
-        return (*this)(x).to(at::kFloat);
-    } else {
-        const Isa isa = k == Bf16Kernel::Avx512 ? Isa::Avx512
-                        : k == Bf16Kernel::Avx2 ? Isa::Avx2
-                        : k == Bf16Kernel::Scalar ? Isa::Scalar
-                                                  : dense_kernel_isa();
-        y = dense_linear(x2.to(at::kFloat), weight, bias, isa);  // activations widened exactly
-    }
-    if (x.dim() == 2) return y;
-    std::vector<std::int64_t> shape = x.sizes().vec();
-    shape.back() = weight.size(0);
-    return y.view(shape);
+    return with_leading_dims(dense_product(x2, weight, bias, true), x, weight.size(0));
 }
 
 std::int64_t ModelWeights::bytes() const { return memory().total(); }
