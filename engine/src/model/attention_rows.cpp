@@ -125,31 +125,23 @@ bool use_avx2(std::int64_t D) {
     return D % 8 == 0 && static_cast<int>(isa_limit()) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma();
 }
 
-template <typename Fn>
-void with_dtype(at::ScalarType t, Fn&& fn) {
-    switch (t) {
-        case at::kFloat: return fn(static_cast<float*>(nullptr));
-        case at::kBFloat16: return fn(static_cast<c10::BFloat16*>(nullptr));
-        case at::kHalf: return fn(static_cast<c10::Half*>(nullptr));
-        default: throw Error(ErrorCode::InvalidArgument, "attend_rows takes fp32, bf16 or fp16");
-    }
-}
 
 }  // namespace
 
 const char* attention_rows_kernel(std::int64_t head_dim) { return use_avx2(head_dim) ? "avx2" : "scalar"; }
 
 at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                       const std::vector<ForwardBatch::RowRead>& reads, const std::vector<std::int64_t>& rows) {
+                       const std::vector<ForwardBatch::RowRead>& reads) {
     const std::int64_t H = q.size(1), D = q.size(2), KVH = keys.size(0), G = H / KVH;
-    const std::int64_t n = static_cast<std::int64_t>(rows.size());
+    const std::int64_t n = q.size(0);
+    if (static_cast<std::int64_t>(reads.size()) != n) throw Error(ErrorCode::InvalidArgument, "attend_rows: one read per row");
     if (q.stride(2) != 1 || !keys.is_contiguous() || !values.is_contiguous() || keys.scalar_type() != q.scalar_type())
         throw Error(ErrorCode::InvalidArgument, "attend_rows: q [S, H, D] and contiguous caches of q's dtype");
     at::Tensor out = at::empty({n, H * D}, q.options());  // [n, H * D]
     const std::int64_t slots = keys.size(1), qs0 = q.stride(0), qs1 = q.stride(1);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
     const bool avx2 = use_avx2(D);
-    with_dtype(q.scalar_type(), [&](auto* tag) {
+    with_row_dtype(q.scalar_type(), [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const T* qp = q.data_ptr<T>();
         const T* kp = keys.data_ptr<T>();
@@ -158,7 +150,7 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
         at::parallel_for(0, n * H, 1, [&](std::int64_t t0, std::int64_t t1) {
             std::vector<float> p, acc(static_cast<std::size_t>(D)), qf(static_cast<std::size_t>(D));
             for (std::int64_t t = t0; t < t1; ++t) {
-                const std::int64_t i = t / H, h = t % H, r = rows[static_cast<std::size_t>(i)];
+                const std::int64_t r = t / H, h = t % H;
                 const ForwardBatch::RowRead& rd = reads[static_cast<std::size_t>(r)];
                 const std::int64_t L = rd.shared_end + (rd.end - rd.begin);
                 const T* qr = qp + r * qs0 + h * qs1;
@@ -166,7 +158,7 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
                 p.resize(static_cast<std::size_t>(std::max<std::int64_t>(L, 1)));
                 const T* kh = kp + (h / G) * slots * D;
                 const T* vh = vp + (h / G) * slots * D;
-                T* o = op + i * H * D + h * D;
+                T* o = op + r * H * D + h * D;
                 const Slots slot{rd.shared_end, rd.begin};
                 if (avx2) head_avx2<T>(qf.data(), kh, vh, D, L, slot, scale, p.data(), acc.data(), o);
                 else head_scalar<T>(qf.data(), kh, vh, D, L, slot, scale, p.data(), acc.data(), o);

@@ -186,8 +186,13 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         std::int64_t row = 0, rows = 0, shared_end = 0, begin = 0, end = 0;
         at::Tensor mask;  // [1, 1, rows, shared_end + end - begin] or undefined (plain causal)
     };
+    // On the CPU every row that reads by spans goes to the row kernel (attention_rows.cpp):
+    // a row's attention then depends only on its query and its slots, never on how its
+    // card's prompt is cut into calls or on the pack around it. Other devices: SDPA per run.
+    const bool cpu = device_ == Device::Cpu;
+    const bool rows_kernel = by_reads && cpu;
     std::vector<Run> runs;
-    if (by_reads) {
+    if (by_reads && !cpu) {
         for (std::int64_t r = 0; r < S; ++r) {
             const auto& rd = b.reads[r];
             if (!runs.empty()) {
@@ -202,17 +207,7 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             runs.push_back({r, 1, rd.shared_end, rd.begin, rd.end, {}});
         }
     }
-    // On the CPU every row that reads by spans goes to the row kernel (attention_rows.cpp):
-    // a row's attention then depends only on its query and its slots, never on how its
-    // card's prompt is cut into calls or on the pack around it. Other devices: SDPA per run.
-    const bool cpu = device_ == Device::Cpu;
-    const bool rows_kernel = by_reads && cpu;
     const bool by_runs = by_reads && !cpu && static_cast<std::int64_t>(runs.size()) < S;
-    std::vector<std::int64_t> all_rows;
-    if (rows_kernel) {
-        all_rows.resize(static_cast<std::size_t>(S));
-        for (std::int64_t r = 0; r < S; ++r) all_rows[static_cast<std::size_t>(r)] = r;
-    }
     at::Tensor mask, gather, valid;
     if (rows_kernel) {
         // nothing to prepare: the reads are the kernel's input
@@ -291,7 +286,7 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         cache_v.index_copy_(1, slots, v.transpose(0, 1));
         at::Tensor a;
         if (rows_kernel) {
-            a = attend_rows(q, cache_k, cache_v, b.reads, all_rows);  // [S, qs]
+            a = attend_rows(q, cache_k, cache_v, b.reads);  // [S, qs]
         } else if (by_runs) {
             std::vector<at::Tensor> parts;
             for (const Run& run : runs) {

@@ -28,16 +28,6 @@ inline T narrow_to(float v) {
     return static_cast<T>(v);  // fp32: itself; bf16 / fp16: round to nearest even (c10)
 }
 
-// Calls fn with a null pointer of the element type of `t` (float, bf16 or fp16).
-template <typename Fn>
-void with_dtype(const at::Tensor& t, Fn&& fn) {
-    switch (t.scalar_type()) {
-        case at::kFloat: return fn(static_cast<float*>(nullptr));
-        case at::kBFloat16: return fn(static_cast<c10::BFloat16*>(nullptr));
-        case at::kHalf: return fn(static_cast<c10::Half*>(nullptr));
-        default: throw Error(ErrorCode::InvalidArgument, "row kernels take fp32, bf16 or fp16 tensors");
-    }
-}
 
 // sum over i of a[i] * b[i], 8 partial sums (lane i % 8) and a fixed tree.
 template <typename A, typename B>
@@ -81,7 +71,7 @@ at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight, doubl
     at::Tensor out = at::empty_like(x);
     const at::Tensor w = weight.to(x.scalar_type()).contiguous();
     const float e = static_cast<float>(eps);
-    with_dtype(x, [&](auto* tag) {
+    with_row_dtype(x.scalar_type(), [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const T* xp = x.data_ptr<T>();
         const T* wp = w.data_ptr<T>();
@@ -126,7 +116,7 @@ void apply_rope_rows(at::Tensor& x, const RopeTable& t) {
     if (x.stride(2) != 1 || half != t.half || static_cast<std::int64_t>(t.cos.size()) != S * half)
         throw Error(ErrorCode::InvalidArgument, "apply_rope_rows: x [S, heads, D] does not fit the table");
     const std::int64_t s0 = x.stride(0), s1 = x.stride(1);
-    with_dtype(x, [&](auto* tag) {
+    with_row_dtype(x.scalar_type(), [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         T* xp = x.data_ptr<T>();
         at::parallel_for(0, S, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(heads * D, 1)),
@@ -154,7 +144,7 @@ at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
     const at::Tensor gu = gu_in.contiguous();
     const std::int64_t S = gu.size(0), I = gu.size(1) / 2;
     at::Tensor out = at::empty({S, I}, gu.options());  // [S, I]
-    with_dtype(gu, [&](auto* tag) {
+    with_row_dtype(gu.scalar_type(), [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const T* gp = gu.data_ptr<T>();
         T* op = out.data_ptr<T>();
@@ -176,7 +166,7 @@ at::Tensor add_scaled_rows(const at::Tensor& y_in, const at::Tensor& update_in, 
     const at::Tensor s = scale_in.to(at::kFloat).contiguous();  // [S, 1]
     const std::int64_t S = y.size(0), O = y.size(1);
     at::Tensor out = at::empty_like(y);
-    with_dtype(y, [&](auto* tag) {
+    with_row_dtype(y.scalar_type(), [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const T* yp = y.data_ptr<T>();
         const T* upp = u.data_ptr<T>();

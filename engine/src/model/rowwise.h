@@ -21,10 +21,25 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 
+#include "kev/error.h"
 #include "kev/model.h"
 
 namespace kev {
+
+// Calls fn with a null pointer of the element type of dtype (float, bf16 or fp16): the
+// row kernels' one dtype dispatch.
+template <typename Fn>
+void with_row_dtype(at::ScalarType dtype, Fn&& fn) {
+    switch (dtype) {
+        case at::kFloat: return fn(static_cast<float*>(nullptr));
+        case at::kBFloat16: return fn(static_cast<c10::BFloat16*>(nullptr));
+        case at::kHalf: return fn(static_cast<c10::Half*>(nullptr));
+        default: throw Error(ErrorCode::InvalidArgument, "row kernels take fp32, bf16 or fp16 tensors");
+    }
+}
 
 // weight * (x * rsqrt(mean(x^2) + eps)) over the last dimension of x [..., C], in fp32,
 // the normalised row rounded to x's dtype before the weight multiplies it.
@@ -45,8 +60,8 @@ at::Tensor silu_gate_rows(const at::Tensor& gu);
 
 // Attention for rows that each read their own slots (attention_rows.cpp): row r's query
 // q [S, H, D] against cache slots [0, reads[r].shared_end) and [reads[r].begin,
-// reads[r].end) of keys and values [KVH, slots, D], for the rows listed in `rows`.
-// Returns [rows.size(), H * D] in q's dtype. One arithmetic, written per row and head:
+// reads[r].end) of keys and values [KVH, slots, D], for every row. Returns [S, H * D] in
+// q's dtype. One arithmetic, written per row and head:
 //   score_j = tree8(lane[0..7]) * (1 / sqrt(D)),  lane[l] = fma chain over d = l, l+8, ...
 //   p_j     = kev_exp(score_j - max_j score_j),     sum = p_0 + p_1 + ... (in order)
 //   out[d]  = (fma chain over j of p_j * v_j[d]) / sum
@@ -54,7 +69,7 @@ at::Tensor silu_gate_rows(const at::Tensor& gu);
 // the lanes above) and a scalar twin compute the same bits; prompts and decode, a card
 // alone or in any pack, any split of its prompt into calls: the same numbers.
 at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                       const std::vector<ForwardBatch::RowRead>& reads, const std::vector<std::int64_t>& rows);
+                       const std::vector<ForwardBatch::RowRead>& reads);
 // The path attend_rows takes for head dim D under the kernel-family ceiling: "avx2" or
 // "scalar" (the AVX2 form needs D a multiple of 8).
 const char* attention_rows_kernel(std::int64_t head_dim);
