@@ -5,6 +5,9 @@
 // the same model as the safetensors folder they came from.
 #include <QtTest>
 
+#include <cmath>
+#include <fstream>
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -154,7 +157,7 @@ private Q_SLOTS:
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type": llama})", "e.json"); }, kev::ErrorCode::Format,
                        {"e.json", "JSON"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("num_key_value_heads":3})", "f.json"); },
-                       kev::ErrorCode::InvalidArgument, {"f.json", "multiple"}));
+                       kev::ErrorCode::Format, {"f.json", "num_key_value_heads 3 does not divide num_attention_heads"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("hidden_size":"64"})", "g.json"); },
                        kev::ErrorCode::Format, {"g.json", "hidden_size"}));
         // generation_config.json wins for bos/eos.
@@ -235,6 +238,34 @@ private Q_SLOTS:
                                          [](std::vector<Spec>& s) { s.push_back({"model.layers.0.mlp.extra", "F32", {3}}); });
         QVERIFY(throws([&] { kev::load_weights(dir.toStdString(), {}); }, kev::ErrorCode::Format,
                        {"unexpected tensor 'model.layers.0.mlp.extra'"}));
+    }
+    // NaN/Inf in a norm weight (or a bias) is refused at load, naming the tensor; the
+    // tensors' data here are zeros except the values written.
+    void nonFiniteNormIsRefused_data() {
+        QTest::addColumn<QString>("tensor");
+        QTest::newRow("norm") << "model.layers.1.input_layernorm.weight";
+        QTest::newRow("bias") << "model.layers.0.self_attn.k_proj.bias";
+        QTest::newRow("final norm") << "model.norm.weight";
+    }
+    void nonFiniteNormIsRefused() {
+        QFETCH(QString, tensor);
+        const QString dir = edited_model(QStringLiteral("nonfinite-") + QTest::currentDataTag(), [](std::vector<Spec>&) {});
+        const std::string file = (dir + QStringLiteral("/model.safetensors")).toStdString();
+        std::uint64_t offset = 0;
+        {
+            auto st = kev::SafetensorsFile::open(file);
+            const kev::SafetensorsTensor* t = st->find(tensor.toStdString());
+            QVERIFY(t && t->dtype == kev::SafetensorsDType::F32);
+            offset = t->offset;
+        }
+        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+        const float nan = NAN, inf = -INFINITY;
+        f.seekp(static_cast<std::streamoff>(offset + 4));
+        f.write(reinterpret_cast<const char*>(&nan), 4);
+        f.write(reinterpret_cast<const char*>(&inf), 4);
+        f.close();
+        QVERIFY(throws([&] { kev::load_weights(dir.toStdString(), {}); }, kev::ErrorCode::Format,
+                       {"model.safetensors", (tensor.toStdString() + "': 2 non-finite values (NaN/Inf)").c_str()}));
     }
     void misshapenTensor() {
         const QString dir = edited_model(QStringLiteral("misshapen"), [](std::vector<Spec>& s) {

@@ -148,4 +148,44 @@ void ggml_dequantize(GgmlType type, const std::uint8_t* src, float* dst, std::in
     }
 }
 
+std::int64_t ggml_count_nonfinite_scales(GgmlType type, const std::uint8_t* src, std::int64_t n) {
+    std::int64_t be = 0, bb = 0;
+    if (!ggml_block_layout(type, &be, &bb) || n % be != 0) return 0;
+    const std::int64_t blocks = n / be;
+    // fp16/bf16 are non-finite when every exponent bit is set.
+    auto bad_f16 = [&](std::int64_t at) { return (load_u16(src + at) & 0x7c00u) == 0x7c00u; };
+    auto bad_bf16 = [&](std::int64_t at) { return (load_u16(src + at) & 0x7f80u) == 0x7f80u; };
+    std::int64_t bad = 0;
+    switch (type) {
+        case GgmlType::F32:
+            for (std::int64_t i = 0; i < n; ++i) {
+                std::uint32_t u;
+                std::memcpy(&u, src + 4 * i, 4);
+                bad += (u & 0x7f800000u) == 0x7f800000u;
+            }
+            return bad;
+        case GgmlType::F16:
+            for (std::int64_t i = 0; i < n; ++i) bad += bad_f16(2 * i);
+            return bad;
+        case GgmlType::BF16:
+            for (std::int64_t i = 0; i < n; ++i) bad += bad_bf16(2 * i);
+            return bad;
+        default: break;
+    }
+    // Offsets of the fp16 scales inside one block (ggml's block_* structs).
+    std::int64_t first = 0, second = -1;
+    switch (type) {
+        case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: break;          // d
+        case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: second = 2; break;  // d, m (dmin)
+        case GgmlType::Q6_K: first = 208; break;                                      // ql, qh, scales, d
+        default: return 0;
+    }
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::int64_t at = b * bb;
+        bad += bad_f16(at + first);
+        if (second >= 0) bad += bad_f16(at + second);
+    }
+    return bad;
+}
+
 }  // namespace kev

@@ -3,6 +3,7 @@
 // never reads out of bounds or allocates by an unchecked count.
 #include "kev/gguf.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -206,7 +207,17 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
     Cursor c(f);
 
     const auto magic = c.read<std::uint32_t>("magic");
-    if (std::memcmp(&magic, "GGUF", 4) != 0) c.fail("not a GGUF file (bad magic)");
+    if (std::memcmp(&magic, "GGUF", 4) != 0) {
+        // Named as what it is when it is a PyTorch checkpoint (a torch.save zip, or a raw
+        // pickle's PROTO opcode): never unpickled, it can run arbitrary code.
+        unsigned char b[4];
+        std::memcpy(b, &magic, 4);
+        if ((b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4) || (b[0] == 0x80 && b[1] >= 2 && b[1] <= 5))
+            throw Error(ErrorCode::Refused, path + ": a PyTorch pickle checkpoint, not a GGUF file; Kev never loads "
+                                                   "pickles, which can run arbitrary code (convert it to safetensors "
+                                                   "or GGUF once, in a Python you trust)");
+        c.fail("not a GGUF file (bad magic)");
+    }
     g->version_ = c.read<std::uint32_t>("version");
     if (g->version_ != 2 && g->version_ != 3) {
         c.fail("GGUF version " + std::to_string(g->version_) + " is not supported (2 and 3 are)");
@@ -289,6 +300,25 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
         }
         p.info.offset = data_start + p.rel_offset;
         g->tensors_.push_back(std::move(p.info));
+    }
+    // Two tensors sharing bytes would each read the other's values (a retyped tensor
+    // reads its neighbours'): refused, as the safetensors reader does.
+    std::vector<const GgufTensorInfo*> by_offset;
+    by_offset.reserve(g->tensors_.size());
+    for (const GgufTensorInfo& t : g->tensors_)
+        if (t.nbytes > 0) by_offset.push_back(&t);
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+    for (std::size_t i = 1; i < by_offset.size(); ++i) {
+        const GgufTensorInfo& a = *by_offset[i - 1];
+        const GgufTensorInfo& b = *by_offset[i];
+        if (b.offset < a.offset + a.nbytes) {
+            throw Error(ErrorCode::Format,
+                        path + ": the data of tensors '" + a.name + "' (" + std::to_string(a.nbytes) +
+                            " bytes at data offset " + std::to_string(a.offset - data_start) + ") and '" + b.name +
+                            "' (at data offset " + std::to_string(b.offset - data_start) +
+                            ") overlap; the file is corrupt");
+        }
     }
     return g;
 }

@@ -8,19 +8,29 @@
 #include <unistd.h>
 
 #include "kev/error.h"
+#include "kev/text_file.h"
 
 namespace kev {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // A FIFO would block open() until a writer comes; a device or folder cannot be
+    // mapped. Refused by stat() first; O_NONBLOCK and the fstat() below close the race
+    // of a path swapped in between.
+    require_regular_file(path);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        throw Error(ErrorCode::Io, path + ": cannot open: " + std::strerror(errno));
+        const int err = errno;
+        throw Error(ErrorCode::Io, path + ": cannot open: " + std::strerror(err));
     }
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        const std::string why = S_ISDIR(st.st_mode) ? "is a folder, not a file" : std::strerror(errno);
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
         ::close(fd);
-        throw Error(ErrorCode::Io, path + ": cannot read: " + why);
+        throw Error(ErrorCode::Io, path + ": cannot read: " + std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(ErrorCode::Io, path + ": not a regular file (it changed while being opened)");
     }
     size_ = static_cast<std::size_t>(st.st_size);
     if (size_ > 0) {

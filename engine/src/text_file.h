@@ -1,11 +1,4 @@
-// Reading a small text file (config.json, tokenizer.json, a shard index) whole.
+// Kept for the engine's own includes; the declarations are public (kev/text_file.h).
 #pragma once
 
-#include <string>
-
-namespace kev {
-
-// The file's bytes. Throws kev::Error(Io) naming the path when it cannot be read.
-std::string read_text_file(const std::string& path);
-
-}  // namespace kev
+#include "kev/text_file.h"

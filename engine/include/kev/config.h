@@ -29,6 +29,7 @@ struct RopeScaling {
 struct ModelConfig {
     Arch arch = Arch::Llama;
     std::string source;                 // the file the config was read from (for messages)
+    std::string gguf_arch;              // GGUF: general.architecture (messages name "<arch>.<key>"); HF: empty
     std::int64_t hidden_size = 0;       // model width
     std::int64_t num_layers = 0;
     std::int64_t num_heads = 0;         // H, query heads
@@ -58,8 +59,8 @@ const char* to_string(RopeScalingKind kind);
 
 // Parses config.json text. `source` names the file in error messages. Throws
 // kev::Error: Format (missing/ill-typed key, bad JSON), Unsupported (unknown
-// architecture or rope scaling kind, sliding window, ...), InvalidArgument (sizes
-// that do not fit together).
+// architecture or rope scaling kind, sliding window, ...), and Format for sizes that
+// are zero, negative, absurd or do not fit together, each naming the key and the rule.
 ModelConfig config_from_hf_json(const std::string& json_text, const std::string& source);
 
 // Reads <dir>/config.json and, when present, <dir>/generation_config.json (bos/eos).
@@ -69,7 +70,19 @@ ModelConfig load_hf_config(const std::string& dir);
 // llama / qwen2 / qwen3).
 ModelConfig config_from_gguf(const GgufFile& gguf);
 
-// Throws InvalidArgument naming `config.source` when sizes are inconsistent.
+// Throws Format naming `config.source` and the key when a size is zero, negative, over
+// its limit or inconsistent with another (num_attention_heads 7 does not divide
+// hidden_size 576), when rope_theta / rms_norm_eps are not positive finite numbers, or
+// when a bos/eos id is outside [0, vocab_size).
 void validate(const ModelConfig& config);
+
+// Throws Format naming `source` and `field` ("eos_token_id") unless every id is in
+// [0, config.vocab_size). For ids read from another file (generation_config.json).
+void validate_token_ids(const ModelConfig& config, const std::vector<std::int64_t>& ids, const std::string& field,
+                        const std::string& source);
+
+// Throws Format naming both files when the tokenizer (read from `tokenizer_source`) has
+// more tokens than the model's embedding has rows: its high ids would index past it.
+void check_tokenizer_fits(const ModelConfig& config, std::int64_t tokenizer_vocab, const std::string& tokenizer_source);
 
 }  // namespace kev

@@ -33,6 +33,12 @@ bool ggml_block_layout(GgmlType type, std::int64_t* block_elems, std::int64_t* b
 // type it cannot decode.
 void ggml_dequantize(GgmlType type, const std::uint8_t* src, float* dst, std::int64_t n);
 
+// How many non-finite (NaN/Inf) values `n` elements of `type` at src hold in the places
+// a corrupt file makes every decoded value wrong: the fp16 scales (d, and m/dmin) of
+// each block of a quantised type, every value of F32/F16/BF16. Cheap: a quantised
+// tensor reads one or two 16-bit words per block.
+std::int64_t ggml_count_nonfinite_scales(GgmlType type, const std::uint8_t* src, std::int64_t n);
+
 enum class GgufValueType : std::uint32_t {
     U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7,
     String = 8, Array = 9, U64 = 10, I64 = 11, F64 = 12,

@@ -78,8 +78,10 @@ struct LoraAdapter {
 // every tensor has the shape the model's layer needs, no tensor is left over. Factors
 // are converted to the model's device and dtype. The model is not changed (attach it
 // with Model::attach_lora). Throws kev::Error: Io (missing files), Format (malformed
-// files), Unsupported (an option Kev does not apply, by name), InvalidArgument (a
-// mismatch with the model, naming the module and both shapes).
+// files; a mismatch with the model, naming the module and both shapes; a target pattern
+// too long, too deeply nested or too expensive to match; lora_alpha not positive and
+// finite, or alpha/r over 65504; NaN/Inf in a factor), Unsupported (an option Kev does
+// not apply, by name).
 std::shared_ptr<const LoraAdapter> load_lora_adapter(const std::string& dir, const Model& model);
 
 // How a run applies the adapter (chosen by the Generator, shown to the user).

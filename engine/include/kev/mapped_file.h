@@ -10,7 +10,8 @@ namespace kev {
 
 class MappedFile {
 public:
-    // Throws kev::Error(Io) naming the path when the file cannot be opened or mapped.
+    // Throws kev::Error(Io) naming the path when the file cannot be opened or mapped, or
+    // when it is not a regular file (a FIFO, a device, a folder: refused before open()).
     explicit MappedFile(const std::string& path);
     ~MappedFile();
     MappedFile(const MappedFile&) = delete;

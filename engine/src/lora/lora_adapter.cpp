@@ -1,7 +1,6 @@
 // Loading a PEFT adapter folder and checking it against a loaded model.
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 
 #include <ATen/ATen.h>
@@ -10,6 +9,7 @@
 #include "kev/lora.h"
 #include "kev/model.h"
 #include "kev/safetensors.h"
+#include "lora/target_pattern.h"
 #include "model/torch_util.h"
 #include "text_file.h"
 
@@ -49,8 +49,8 @@ struct Target {
 
 // PEFT's rule: a list entry matches a module named exactly so or ending in "." + entry;
 // a string is a regular expression that must match the whole name.
-bool matches(const LoraConfig& c, const std::string& module, const std::regex* re) {
-    if (re) return std::regex_match(module, *re);
+bool matches(const LoraConfig& c, const std::string& module, const TargetPattern* re) {
+    if (re) return re->full_match(module);
     for (const std::string& t : c.target_list) {
         if (module == t) return true;
         if (module.size() > t.size() && module.compare(module.size() - t.size(), t.size(), t) == 0 &&
@@ -97,17 +97,11 @@ std::shared_ptr<const LoraAdapter> load_lora_adapter(const std::string& dir, con
     const std::string where = "adapter " + dir;
 
     // --- which modules: every target must name something this model has ---
-    std::optional<std::regex> re;
-    if (!cfg.target_regex.empty()) {
-        try {
-            re.emplace(cfg.target_regex, std::regex::ECMAScript);
-        } catch (const std::regex_error&) {
-            throw Error(ErrorCode::Format, config_path + ": target_modules \"" + cfg.target_regex + "\" is not a valid regular expression");
-        }
-    }
+    std::unique_ptr<TargetPattern> re;
+    if (!cfg.target_regex.empty()) re = std::make_unique<TargetPattern>(cfg.target_regex, config_path);
     const std::int64_t hidden = mc.hidden_size, I = mc.intermediate_size, qs = mc.q_size(), kvs = mc.kv_size();
     for (const char* other : {"lm_head", "model.embed_tokens"}) {
-        if (matches(cfg, other, re ? &*re : nullptr))
+        if (matches(cfg, other, re.get()))
             throw Error(ErrorCode::Unsupported, where + ": LoRA on " + std::string(other) + " is not supported by Kev");
     }
     std::vector<Target> targets;
@@ -115,7 +109,7 @@ std::shared_ptr<const LoraAdapter> load_lora_adapter(const std::string& dir, con
     for (std::int64_t l = 0; l < mc.num_layers; ++l) {
         for (const ModuleKind& k : kKinds) {
             const std::string module = "model.layers." + std::to_string(l) + "." + k.name;
-            if (!matches(cfg, module, re ? &*re : nullptr)) continue;
+            if (!matches(cfg, module, re.get())) continue;
             Target t{module, l, k.into, 0, 0, 0};
             const std::string kind = k.name;
             if (kind == "self_attn.q_proj") t.out = qs, t.in = hidden, t.row_offset = 0;
@@ -132,13 +126,13 @@ std::shared_ptr<const LoraAdapter> load_lora_adapter(const std::string& dir, con
     }
     for (const std::string& e : cfg.target_list) {
         if (!used_entries.count(e))
-            throw Error(ErrorCode::InvalidArgument, where + ": target module \"" + e +
+            throw Error(ErrorCode::Format, where + ": target module \"" + e +
                                                         "\" does not exist in this model (it has q_proj, k_proj, v_proj, "
                                                         "o_proj, gate_proj, up_proj, down_proj in " +
                                                         std::to_string(mc.num_layers) + " layers)");
     }
     if (targets.empty())
-        throw Error(ErrorCode::InvalidArgument, where + ": target_modules \"" + cfg.target_regex + "\" matches no module of this model");
+        throw Error(ErrorCode::Format, where + ": target_modules \"" + cfg.target_regex + "\" matches no module of this model");
 
     // --- the tensors: exactly lora_A and lora_B of every target, in the right shapes ---
     const auto file = SafetensorsFile::open(weights_path);
@@ -159,7 +153,7 @@ std::shared_ptr<const LoraAdapter> load_lora_adapter(const std::string& dir, con
                                                         : std::vector<std::int64_t>{t.out, cfg.rank};
             if (st->shape != want) {
                 const bool rank_differs = st->shape.size() == 2 && st->shape[is_a ? 0 : 1] != cfg.rank;
-                throw Error(ErrorCode::InvalidArgument,
+                throw Error(ErrorCode::Format,
                             where + ": " + t.module + "." + which + " is " + shape_string(st->shape) + " but " +
                                 (rank_differs ? "the config's rank r = " + std::to_string(cfg.rank) + " and "
                                               : std::string()) +
@@ -182,7 +176,7 @@ std::shared_ptr<const LoraAdapter> load_lora_adapter(const std::string& dir, con
             const std::size_t dot = rest.find('.');
             if (dot != std::string::npos && dot > 0 && dot < 7 &&
                 rest.find_first_not_of("0123456789") == dot && std::stoll(rest.substr(0, dot)) >= mc.num_layers)
-                throw Error(ErrorCode::InvalidArgument, where + ": tensor " + name + " is for layer " + rest.substr(0, dot) +
+                throw Error(ErrorCode::Format, where + ": tensor " + name + " is for layer " + rest.substr(0, dot) +
                                                             " but this model has " + std::to_string(mc.num_layers) +
                                                             " layers: the adapter was made for another model");
         }

@@ -1,11 +1,13 @@
 // adapter_config.json: what Kev applies, and a refusal by name for everything else.
 #include <cmath>
+#include <sstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "kev/error.h"
 #include "kev/lora.h"
+#include "lora/target_pattern.h"
 
 namespace kev {
 
@@ -35,6 +37,27 @@ bool is_default(const json& v) {
     throw Error(ErrorCode::Unsupported, source + ": " + what + " is not supported by Kev");
 }
 
+// s = alpha / r (or / sqrt(r)) multiplies B A into weights of every working dtype; past
+// fp16's largest value any unit-sized update overflows, and no trained adapter comes
+// near it (alpha is usually r or 2r).
+constexpr double kMaxLoraScaling = 65504.0;
+
+void check_alpha(const LoraConfig& c, const std::string& source) {
+    std::ostringstream a;
+    a << c.alpha;
+    if (!std::isfinite(c.alpha)) throw Error(ErrorCode::Format, source + ": lora_alpha " + a.str() + " is not finite");
+    if (!(c.alpha > 0.0))
+        throw Error(ErrorCode::Format, source + ": lora_alpha " + a.str() + " must be positive (it scales the update)");
+    const double s = c.scaling();
+    if (!std::isfinite(s) || s > kMaxLoraScaling) {
+        std::ostringstream v;
+        v << s;
+        throw Error(ErrorCode::Format, source + ": lora_alpha " + a.str() + " with r = " + std::to_string(c.rank) +
+                                           " gives the scale alpha/" + (c.use_rslora ? "sqrt(r)" : "r") + " = " +
+                                           v.str() + ", over the limit of 65504 (the update would overflow)");
+    }
+}
+
 }  // namespace
 
 double LoraConfig::scaling() const {
@@ -61,7 +84,7 @@ LoraConfig parse_lora_config(const std::string& json_text, const std::string& so
     json j;
     try {
         j = json::parse(json_text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
         throw Error(ErrorCode::Format, source + ": not valid JSON (" + e.what() + ")");
     }
     if (!j.is_object()) throw Error(ErrorCode::Format, source + ": expected a JSON object");
@@ -79,8 +102,8 @@ LoraConfig parse_lora_config(const std::string& json_text, const std::string& so
         if (c.rank <= 0 || c.rank > 65536) throw Error(ErrorCode::Format, source + ": r = " + std::to_string(c.rank) + " is not a usable rank");
         if (!j.contains("lora_alpha") || !j["lora_alpha"].is_number()) throw Error(ErrorCode::Format, source + ": \"lora_alpha\" must be a number");
         c.alpha = j["lora_alpha"].get<double>();
-        if (!std::isfinite(c.alpha)) throw Error(ErrorCode::Format, source + ": lora_alpha is not finite");
         c.use_rslora = j.value("use_rslora", false);
+        check_alpha(c, source);
         const std::string bias = j.value("bias", std::string("none"));
         if (bias != "none") unsupported(source, "bias \"" + bias + "\" (only \"none\")");
         // fan_in_fan_out describes GPT-2 style Conv1D weights; every module Kev targets is a
@@ -100,6 +123,7 @@ LoraConfig parse_lora_config(const std::string& json_text, const std::string& so
             c.target_regex = t.get<std::string>();
             if (c.target_regex.empty()) throw Error(ErrorCode::Format, source + ": target_modules is empty");
             if (c.target_regex == "all-linear") unsupported(source, "target_modules \"all-linear\" (list the modules)");
+            TargetPattern check(c.target_regex, source);  // too long, too deeply nested, invalid: refused here
         } else if (t.is_array()) {
             c.target_list = t.get<std::vector<std::string>>();
             if (c.target_list.empty()) throw Error(ErrorCode::Format, source + ": target_modules is empty");

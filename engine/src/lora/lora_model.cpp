@@ -41,7 +41,7 @@ at::Tensor Linear::operator()(const at::Tensor& x, const LoraRows& rows) const {
 
 void Model::attach_lora(std::shared_ptr<const LoraAdapter> adapter) {
     if (adapter && adapter->layers.size() != weights_.layers.size())
-        throw Error(ErrorCode::InvalidArgument, "adapter " + adapter->path + " has " + std::to_string(adapter->layers.size()) +
+        throw Error(ErrorCode::Format, "adapter " + adapter->path + " has " + std::to_string(adapter->layers.size()) +
                                                     " layers, this model " + std::to_string(weights_.layers.size()));
     unmerge_lora();
     for_each_target(

@@ -1,6 +1,9 @@
 #include "kev/config.h"
 
-#include <fstream>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -18,18 +21,25 @@ using nlohmann::json;
     throw Error(code, source + ": " + what);
 }
 
+// An integer too large for int64 (nlohmann keeps it as uint64) would wrap to a negative.
+std::int64_t as_int64(const json& v, const char* key, const std::string& source) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        fail(ErrorCode::Format, source, std::string("key '") + key + "' = " + v.dump() + " is too large");
+    return v.get<std::int64_t>();
+}
+
 std::int64_t require_int(const json& j, const char* key, const std::string& source) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) fail(ErrorCode::Format, source, std::string("missing key '") + key + "'");
     if (!it->is_number_integer()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not an integer");
-    return it->get<std::int64_t>();
+    return as_int64(*it, key, source);
 }
 
 std::int64_t optional_int(const json& j, const char* key, std::int64_t fallback, const std::string& source) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return fallback;
     if (!it->is_number_integer()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not an integer");
-    return it->get<std::int64_t>();
+    return as_int64(*it, key, source);
 }
 
 double optional_float(const json& j, const char* key, double fallback, const std::string& source) {
@@ -37,6 +47,15 @@ double optional_float(const json& j, const char* key, double fallback, const std
     if (it == j.end() || it->is_null()) return fallback;
     if (!it->is_number()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not a number");
     return it->get<double>();
+}
+
+// A string field, or `fallback` when it is absent or null; another type is an error
+// naming the field (json::value would throw a type_error instead).
+std::string optional_string(const json& j, const char* key, const std::string& fallback, const std::string& source) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_string()) fail(ErrorCode::Format, source, std::string(key) + " is " + it->dump() + ", not a string");
+    return it->get<std::string>();
 }
 
 bool optional_bool(const json& j, const char* key, bool fallback, const std::string& source) {
@@ -52,11 +71,11 @@ std::vector<std::int64_t> token_ids(const json& j, const char* key, const std::s
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return ids;
     if (it->is_number_integer()) {
-        ids.push_back(it->get<std::int64_t>());
+        ids.push_back(as_int64(*it, key, source));
     } else if (it->is_array()) {
         for (const auto& v : *it) {
             if (!v.is_number_integer()) fail(ErrorCode::Format, source, std::string("key '") + key + "' holds a non-integer");
-            ids.push_back(v.get<std::int64_t>());
+            ids.push_back(as_int64(v, key, source));
         }
     } else {
         fail(ErrorCode::Format, source, std::string("key '") + key + "' is neither an integer nor a list");
@@ -87,9 +106,54 @@ RopeScaling rope_scaling_from(const std::string& type, const json& params, std::
     return r;
 }
 
+// stat(), not an open: a FIFO named generation_config.json must not block here (reading
+// it is refused by read_text_file).
 bool file_exists(const std::string& path) {
-    std::ifstream in(path);
-    return static_cast<bool>(in);
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string num(double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+}
+
+// The name a ModelConfig field has in the file it came from, for messages.
+std::string key_name(const ModelConfig& c, const std::string& hf) {
+    if (c.gguf_arch.empty()) return hf;
+    static const std::pair<const char*, const char*> kGguf[] = {
+        {"hidden_size", "embedding_length"},
+        {"num_hidden_layers", "block_count"},
+        {"num_attention_heads", "attention.head_count"},
+        {"num_key_value_heads", "attention.head_count_kv"},
+        {"head_dim", "attention.key_length"},
+        {"intermediate_size", "feed_forward_length"},
+        {"vocab_size", "vocab_size"},
+        {"max_position_embeddings", "context_length"},
+        {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
+        {"rope_theta", "rope.freq_base"},
+    };
+    for (const auto& [h, g] : kGguf)
+        if (hf == h) return c.gguf_arch + "." + g;
+    if (hf == "bos_token_id" || hf == "eos_token_id") return "tokenizer.ggml." + hf;
+    return hf;
+}
+
+// Without an explicit head_dim, it is hidden_size / num_attention_heads, which must divide.
+std::int64_t derived_head_dim(const ModelConfig& c) {
+    if (c.num_heads <= 0)
+        fail(ErrorCode::Format, c.source, key_name(c, "num_attention_heads") + " " + std::to_string(c.num_heads) +
+                                              " must be positive");
+    if (c.hidden_size <= 0)
+        fail(ErrorCode::Format, c.source, key_name(c, "hidden_size") + " " + std::to_string(c.hidden_size) +
+                                              " must be positive");
+    if (c.hidden_size % c.num_heads != 0)
+        fail(ErrorCode::Format, c.source, key_name(c, "num_attention_heads") + " " + std::to_string(c.num_heads) +
+                                              " does not divide " + key_name(c, "hidden_size") + " " +
+                                              std::to_string(c.hidden_size) + " (and no " + key_name(c, "head_dim") +
+                                              " is given)");
+    return c.hidden_size / c.num_heads;
 }
 
 }  // namespace
@@ -121,10 +185,12 @@ std::int64_t ModelConfig::parameter_count() const {
 }
 
 void validate(const ModelConfig& c) {
-    auto bad = [&](const std::string& what) { fail(ErrorCode::InvalidArgument, c.source, what); };
+    auto bad = [&](const std::string& what) { fail(ErrorCode::Format, c.source, what); };
     // Bounds well beyond any real model keep products below int64 overflow.
     auto in_range = [&](std::int64_t v, std::int64_t hi, const char* name) {
-        if (v <= 0 || v > hi) bad(std::string(name) + " = " + std::to_string(v) + " is out of range");
+        const std::string key = key_name(c, name);
+        if (v <= 0) bad(key + " " + std::to_string(v) + " must be positive");
+        if (v > hi) bad(key + " " + std::to_string(v) + " is over the limit of " + std::to_string(hi));
     };
     in_range(c.hidden_size, 1 << 16, "hidden_size");
     in_range(c.num_layers, 1 << 10, "num_hidden_layers");
@@ -135,11 +201,36 @@ void validate(const ModelConfig& c) {
     in_range(c.vocab_size, 1 << 22, "vocab_size");
     in_range(c.max_positions, 1 << 24, "max_position_embeddings");
     if (c.num_heads % c.num_kv_heads != 0)
-        bad("num_attention_heads (" + std::to_string(c.num_heads) + ") is not a multiple of num_key_value_heads (" +
-            std::to_string(c.num_kv_heads) + ")");
-    if (c.head_dim % 2 != 0) bad("head_dim must be even for RoPE");
-    if (!(c.rms_norm_eps > 0.0)) bad("rms_norm_eps must be positive");
-    if (!(c.rope_theta > 0.0)) bad("rope_theta must be positive");
+        bad(key_name(c, "num_key_value_heads") + " " + std::to_string(c.num_kv_heads) + " does not divide " +
+            key_name(c, "num_attention_heads") + " " + std::to_string(c.num_heads) +
+            " (each key/value head serves a whole number of query heads)");
+    if (c.head_dim % 2 != 0) bad(key_name(c, "head_dim") + " " + std::to_string(c.head_dim) + " must be even for RoPE");
+    if (!std::isfinite(c.rms_norm_eps) || !(c.rms_norm_eps > 0.0) || c.rms_norm_eps > 1.0)
+        bad(key_name(c, "rms_norm_eps") + " " + num(c.rms_norm_eps) + " must be a finite number in (0, 1]");
+    if (!std::isfinite(c.rope_theta) || !(c.rope_theta > 0.0))
+        bad(key_name(c, "rope_theta") + " " + num(c.rope_theta) + " must be a positive finite number");
+    if (!std::isfinite(c.rope_scaling.factor) || !(c.rope_scaling.factor > 0.0))
+        bad("rope scaling factor " + num(c.rope_scaling.factor) + " must be a positive finite number");
+    validate_token_ids(c, c.bos_token_ids, "bos_token_id", c.source);
+    validate_token_ids(c, c.eos_token_ids, "eos_token_id", c.source);
+}
+
+void validate_token_ids(const ModelConfig& c, const std::vector<std::int64_t>& ids, const std::string& field,
+                        const std::string& source) {
+    for (std::int64_t id : ids) {
+        if (id < 0 || id >= c.vocab_size)
+            fail(ErrorCode::Format, source, key_name(c, field) + " " + std::to_string(id) +
+                                                " is not a token id of this model (0.." +
+                                                std::to_string(c.vocab_size - 1) + ")");
+    }
+}
+
+void check_tokenizer_fits(const ModelConfig& c, std::int64_t tokenizer_vocab, const std::string& tokenizer_source) {
+    if (tokenizer_vocab > c.vocab_size)
+        fail(ErrorCode::Format, tokenizer_source,
+             "the tokenizer has " + std::to_string(tokenizer_vocab) + " tokens but the model's embedding (" +
+                 c.source + ", " + key_name(c, "vocab_size") + ") has only " + std::to_string(c.vocab_size) +
+                 " rows: the tokenizer belongs to another model");
 }
 
 ModelConfig config_from_hf_json(const std::string& json_text, const std::string& source) {
@@ -153,7 +244,7 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
 
     ModelConfig c;
     c.source = source;
-    const std::string model_type = j.value("model_type", std::string());
+    const std::string model_type = optional_string(j, "model_type", std::string(), source);
     if (model_type == "llama") c.arch = Arch::Llama;
     else if (model_type == "qwen2") c.arch = Arch::Qwen2;
     else if (model_type == "qwen3") c.arch = Arch::Qwen3;
@@ -164,14 +255,14 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
     c.num_heads = require_int(j, "num_attention_heads", source);
     c.num_kv_heads = optional_int(j, "num_key_value_heads", c.num_heads, source);
     c.head_dim = optional_int(j, "head_dim", 0, source);
-    if (c.head_dim == 0 && c.num_heads > 0) c.head_dim = c.hidden_size / c.num_heads;
+    if (c.head_dim == 0) c.head_dim = derived_head_dim(c);
     c.intermediate_size = require_int(j, "intermediate_size", source);
     c.vocab_size = require_int(j, "vocab_size", source);
     c.max_positions = optional_int(j, "max_position_embeddings", 2048, source);
     c.rms_norm_eps = optional_float(j, "rms_norm_eps", 1e-6, source);
     c.tie_word_embeddings = optional_bool(j, "tie_word_embeddings", false, source);
 
-    const std::string act = j.value("hidden_act", std::string("silu"));
+    const std::string act = optional_string(j, "hidden_act", "silu", source);
     if (act != "silu") fail(ErrorCode::Unsupported, source, "hidden_act '" + act + "' is not supported (silu)");
     if (optional_bool(j, "mlp_bias", false, source))
         fail(ErrorCode::Unsupported, source, "mlp_bias is not supported");
@@ -205,8 +296,8 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
         if (!it->is_object()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not an object");
         rope_params = &*it;
         if (it->contains("rope_theta")) c.rope_theta = optional_float(*it, "rope_theta", c.rope_theta, source);
-        std::string t = it->value("rope_type", std::string());
-        if (t.empty()) t = it->value("type", std::string());
+        std::string t = optional_string(*it, "rope_type", std::string(), source);
+        if (t.empty()) t = optional_string(*it, "type", std::string(), source);
         if (!t.empty() && t != "default") rope_type = t;
     }
     if (rope_params) c.rope_scaling = rope_scaling_from(rope_type, *rope_params, c.max_positions, source);
@@ -231,6 +322,8 @@ ModelConfig load_hf_config(const std::string& dir) {
         if (!g.is_object()) fail(ErrorCode::Format, gen_path, "not a JSON object");
         auto bos = token_ids(g, "bos_token_id", gen_path);
         auto eos = token_ids(g, "eos_token_id", gen_path);
+        validate_token_ids(c, bos, "bos_token_id", gen_path);
+        validate_token_ids(c, eos, "eos_token_id", gen_path);
         if (!bos.empty()) c.bos_token_ids = bos;
         if (!eos.empty()) c.eos_token_ids = eos;
     }
@@ -242,6 +335,7 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     ModelConfig c;
     c.source = source;
     const std::string arch = g.get_string("general.architecture").value_or("");
+    c.gguf_arch = arch;
     if (arch == "llama") c.arch = Arch::Llama;
     else if (arch == "qwen2") c.arch = Arch::Qwen2;
     else if (arch == "qwen3") c.arch = Arch::Qwen3;
@@ -258,8 +352,8 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.num_heads = need("attention.head_count");
     c.num_kv_heads = g.get_int(arch + ".attention.head_count_kv").value_or(c.num_heads);
     c.max_positions = need("context_length");
-    c.head_dim = g.get_int(arch + ".attention.key_length")
-                     .value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+    if (auto kl = g.get_int(arch + ".attention.key_length")) c.head_dim = *kl;
+    else c.head_dim = derived_head_dim(c);
     c.rms_norm_eps = g.get_float(arch + ".attention.layer_norm_rms_epsilon").value_or(1e-6);
     c.rope_theta = g.get_float(arch + ".rope.freq_base").value_or(10000.0);
     if (auto v = g.get_int(arch + ".vocab_size")) {
@@ -269,8 +363,14 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     } else {
         fail(ErrorCode::Format, source, "cannot tell the vocabulary size (no " + arch + ".vocab_size, no token_embd.weight)");
     }
-    if (auto rd = g.get_int(arch + ".rope.dimension_count"); rd && *rd != c.head_dim)
-        fail(ErrorCode::Unsupported, source, "partial rotary embeddings (rope.dimension_count != head_dim) are not supported");
+    if (auto rd = g.get_int(arch + ".rope.dimension_count"); rd && *rd != c.head_dim) {
+        if (*rd <= 0 || *rd > c.head_dim)
+            fail(ErrorCode::Format, source, arch + ".rope.dimension_count " + std::to_string(*rd) +
+                                                " must be in 1.." + std::to_string(c.head_dim) + " (the head size)");
+        fail(ErrorCode::Unsupported, source, "partial rotary embeddings (" + arch + ".rope.dimension_count " +
+                                                 std::to_string(*rd) + " < head size " + std::to_string(c.head_dim) +
+                                                 ") are not supported");
+    }
 
     const std::string scaling = g.get_string(arch + ".rope.scaling.type").value_or("none");
     if (scaling == "linear") {

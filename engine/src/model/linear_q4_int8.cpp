@@ -84,6 +84,9 @@ struct Int8Acts {
     // multiply would give (the generator reports non-finite logits), not quietly finite.
     void set_slice(std::int64_t i, float amax, std::int32_t sum, const CodeBytes& cb) {
         const float dx = std::isfinite(amax) ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+        // The codes of such a slice are whatever a NaN converts to, and their sum can be far
+        // outside a slice's range (-offset * sum would overflow): it is not used.
+        if (!std::isfinite(amax)) sum = 0;
         dxu[i] = dx * cb.unit;
         sdx[i] = static_cast<float>(sum) * dx;
         init[i] = -cb.offset * sum;

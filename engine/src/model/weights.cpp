@@ -1,5 +1,6 @@
 #include "kev/weights.h"
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -199,6 +200,8 @@ public:
     // The GGUF entry of a tensor (its ggml type and bytes), or null.
     virtual const GgufTensorInfo* gguf_info(const std::string&) const { return nullptr; }
     virtual const std::uint8_t* gguf_data(const GgufTensorInfo&) const { return nullptr; }
+    // The file holding a tensor (a shard of a folder), for messages.
+    virtual const std::string& file_of(const std::string&) const { return path(); }
 };
 
 class SafetensorsSource : public TensorSource {
@@ -222,6 +225,7 @@ public:
                              at::TensorOptions().dtype(st));
     }
     bool is_gguf() const override { return false; }
+    const std::string& file_of(const std::string& name) const override { return model_->find(name)->file->path(); }
 
 private:
     std::string dir_;
@@ -343,6 +347,7 @@ public:
         ModelWeights w;
         // Everything is checked before any big allocation: names and shapes first.
         check_all();
+        check_finite();
         w.embed = take(global(kEmbedName), {c_.vocab_size, c_.hidden_size});
         w.final_norm = take(global(kFinalNormName), {c_.hidden_size});
         if (c_.tie_word_embeddings) {
@@ -409,6 +414,37 @@ private:
             throw Error(ErrorCode::Format, src_.path() + ": unexpected tensor '" + n + "' (not part of a " +
                                                to_string(c_.arch) + " model with this config)");
         }
+    }
+
+    // NaN/Inf where one value spoils every answer: a norm weight, a bias, the scales of a
+    // quantised block (each multiplies 32 or 256 weights). Dense matrices are not
+    // scanned (their cost is the whole file); a NaN there still shows up as non-finite
+    // logits at run time. Cost: see scan_nonfinite_ms in the load tests.
+    void check_finite() const {
+        for (const std::string& name : src_.names()) {
+            const GgufTensorInfo* info = src_.gguf_info(name);
+            const bool quantised = info && info->type != GgmlType::F32 && info->type != GgmlType::F16 &&
+                                   info->type != GgmlType::BF16;
+            const bool small = name.find("norm") != std::string::npos || ends_with(name, ".bias") ||
+                               name == kGgufRopeFreqs;
+            std::int64_t bad = 0;
+            const char* what = "values";
+            if (quantised) {
+                bad = ggml_count_nonfinite_scales(info->type, src_.gguf_data(*info), info->numel());
+                what = "block scales";
+            } else if (small) {
+                bad = info ? ggml_count_nonfinite_scales(info->type, src_.gguf_data(*info), info->numel())
+                           : (~at::isfinite(src_.read(name))).sum().item<std::int64_t>();
+            }
+            if (bad > 0)
+                throw Error(ErrorCode::Format, src_.file_of(name) + ": tensor '" + name + "': " + std::to_string(bad) +
+                                                   " non-finite " + what + " (NaN/Inf)");
+        }
+    }
+
+    static bool ends_with(const std::string& s, const char* suffix) {
+        const std::size_t n = std::strlen(suffix);
+        return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
     }
 
     // Copies a checkpoint tensor into `dst` (already in working dtype/device),
