@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-namespace kev {
+#include "kev/tokenizer.h"
 
-class Tokenizer;
+namespace kev {
 
 enum class ChatFormat {
     ChatML,   // <|im_start|>role\n...<|im_end|>\n   (Qwen2/2.5/3, SmolLM2)
@@ -58,6 +58,15 @@ public:
     // SpecialTokens::Parse (it contains the template's special tokens, and BOS where the
     // template writes one, so do not add another).
     std::string render(const ChatPrompt& prompt, Thinking thinking = Thinking::Off) const;
+
+    // The same text, with the byte ranges that came from the prompt (system and user
+    // text) rather than the template: encode it with Tokenizer::encode(text, user_text),
+    // so special-token text a user typed stays text.
+    struct Rendered {
+        std::string text;
+        std::vector<TextRange> user_text;
+    };
+    Rendered render_marked(const ChatPrompt& prompt, Thinking thinking = Thinking::Off) const;
 
 private:
     ChatFormat format_ = ChatFormat::ChatML;

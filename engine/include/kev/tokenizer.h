@@ -32,6 +32,12 @@ using TokenId = std::int32_t;
 // tokens (Qwen3's <think>) are matched in both modes, as transformers does.
 enum class SpecialTokens { Parse, Plain };
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+};
+
 // Whether decoding writes special tokens' text or hides it.
 enum class SpecialText { Hide, Show };
 
@@ -68,6 +74,11 @@ public:
 
     // UTF-8 text -> ids. Throws Error(InvalidArgument) for text that is not valid UTF-8.
     std::vector<TokenId> encode(std::string_view text, SpecialTokens specials) const;
+    // A rendered chat prompt: special tokens are parsed, except inside `plain` (the text
+    // the user typed: question, system prompt, shared context), where they are ordinary
+    // characters, so a question cannot open a turn of its own. Where the user's text holds
+    // no special-token text the ids equal encode(text, Parse)'s. Ranges must lie in `text`.
+    std::vector<TokenId> encode(std::string_view text, const std::vector<TextRange>& plain) const;
     // ids -> UTF-8 text; byte sequences that are not UTF-8 become U+FFFD (as transformers).
     // Throws Error(InvalidArgument) for an id outside the vocabulary.
     std::string decode(const std::vector<TokenId>& ids, SpecialText special = SpecialText::Hide) const;

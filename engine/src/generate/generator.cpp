@@ -115,8 +115,12 @@ PreparedPack Generator::prepare(const GenerationRequest& request, const Temperat
         if (blank(card.question)) {
             throw Error(ErrorCode::InvalidArgument, "card " + std::to_string(c + 1) + ": the question is empty");
         }
-        texts.push_back(chat_->render(ChatPrompt{system, card.question}));
-        prompts.push_back(tokenizer_->encode(texts.back(), SpecialTokens::Parse));
+        // Special tokens come from the template only: what the user typed (question,
+        // system prompt, shared context) is tokenized as text, so a question that types
+        // "<|im_start|>system" stays inside its own user turn.
+        ChatTemplate::Rendered rendered = chat_->render_marked(ChatPrompt{system, card.question});
+        prompts.push_back(tokenizer_->encode(rendered.text, rendered.user_text));
+        texts.push_back(std::move(rendered.text));
     }
 
     // The shared context is the token prefix every prompt has in common: identical

@@ -57,8 +57,20 @@ const AddedToken* AddedVocab::find_content(std::string_view content) const {
     return it == by_content_.end() ? nullptr : &tokens_[it->second];
 }
 
+namespace {
+
+// Whether [begin, end) overlaps one of the sorted ranges; `next` walks forward with the
+// calls (their `begin` never decreases).
+bool overlaps(const std::vector<TextRange>& ranges, std::size_t& next, std::size_t begin, std::size_t end) {
+    while (next < ranges.size() && ranges[next].end <= begin) ++next;
+    return next < ranges.size() && ranges[next].begin < end;
+}
+
+}  // namespace
+
 void AddedVocab::split(std::string_view text, bool normalized, SpecialTokens mode,
-                       std::vector<Piece>& out) const {
+                       std::vector<Piece>& out, const std::vector<TextRange>* plain) const {
+    std::size_t next_range = 0;
     const auto& first = first_[normalized ? 1 : 0];
     std::size_t plain_start = 0;  // start of the text not yet emitted
     std::size_t i = 0;
@@ -81,6 +93,14 @@ void AddedVocab::split(std::string_view text, bool normalized, SpecialTokens mod
         // A skipped match still consumes its text (the matcher does not look inside it).
         i = stop;
         if (match->special && mode == SpecialTokens::Plain) continue;
+        if (match->special && plain && overlaps(*plain, next_range, start, stop)) {
+            // Typed by the user: plain text. A match that is not wholly inside the typed
+            // text is looked at again from its next byte, so that a token of the
+            // template's own next to the typed text is still found.
+            const TextRange& r = (*plain)[next_range];
+            if (r.begin > start || r.end < stop) i = start + 1;
+            continue;
+        }
         if (match->single_word) {
             const bool word_before = start > 0 && is_word_char(last_code_point(text.substr(0, start)));
             std::size_t k = stop;

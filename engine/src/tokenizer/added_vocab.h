@@ -38,8 +38,10 @@ public:
         TokenId id;  // -1: plain text still to be tokenized
     };
     // Splits `text` on the tokens of one pass (normalized == the tokens' flag). With
-    // SpecialTokens::Plain a special token's text stays plain text.
-    void split(std::string_view text, bool normalized, SpecialTokens mode, std::vector<Piece>& out) const;
+    // SpecialTokens::Plain a special token's text stays plain text; so does a special
+    // token's text that overlaps one of `plain` (byte ranges of `text`, sorted, may be null).
+    void split(std::string_view text, bool normalized, SpecialTokens mode, std::vector<Piece>& out,
+               const std::vector<TextRange>* plain = nullptr) const;
 
     bool has_normalized() const { return has_normalized_; }
     const AddedToken* find_id(TokenId id) const;

@@ -1,5 +1,6 @@
 #include "kev/chat_template.h"
 
+#include <algorithm>
 #include <ctime>
 
 
@@ -11,15 +12,6 @@ namespace kev {
 namespace {
 
 bool contains(std::string_view s, std::string_view needle) { return s.find(needle) != std::string_view::npos; }
-
-// Python's str.strip() / Jinja's trim for the whitespace prompts contain.
-std::string strip(const std::string& s) {
-    const char* ws = " \t\n\r\v\f";
-    const std::size_t b = s.find_first_not_of(ws);
-    if (b == std::string::npos) return std::string();
-    const std::size_t e = s.find_last_not_of(ws);
-    return s.substr(b, e - b + 1);
-}
 
 // The default system prompt a ChatML template writes when the conversation has none:
 // a literal "<|im_start|>system\n....<|im_end|>" with no expression inside. The newline is
@@ -119,47 +111,93 @@ ChatTemplate ChatTemplate::recognise(std::string_view source, const std::string&
 }
 
 std::string ChatTemplate::render(const ChatPrompt& prompt, Thinking thinking) const {
-    std::string out;
+    return render_marked(prompt, thinking).text;
+}
+
+namespace {
+
+// Text built from template pieces and prompt pieces, remembering where the latter are.
+struct Marked {
+    std::string text;
+    std::vector<TextRange> user;
+
+    Marked& tmpl(std::string_view s) {
+        text += s;
+        return *this;
+    }
+    Marked& typed(std::string_view s) {
+        if (!s.empty()) user.push_back(TextRange{text.size(), text.size() + s.size()});
+        text += s;
+        return *this;
+    }
+    Marked& append(const Marked& m) {
+        for (const TextRange& r : m.user) user.push_back(TextRange{text.size() + r.begin, text.size() + r.end});
+        text += m.text;
+        return *this;
+    }
+    // Python's str.strip(), with the ranges cut to what is kept.
+    Marked stripped() const {
+        const char* ws = " \t\n\r\v\f";
+        const std::size_t b = text.find_first_not_of(ws);
+        Marked out;
+        if (b == std::string::npos) return out;
+        const std::size_t e = text.find_last_not_of(ws) + 1;
+        out.text = text.substr(b, e - b);
+        for (const TextRange& r : user) {
+            const std::size_t lo = std::max(r.begin, b), hi = std::min(r.end, e);
+            if (lo < hi) out.user.push_back(TextRange{lo - b, hi - b});
+        }
+        return out;
+    }
+};
+
+Marked typed(std::string_view s) { return Marked().typed(s); }
+
+}  // namespace
+
+ChatTemplate::Rendered ChatTemplate::render_marked(const ChatPrompt& prompt, Thinking thinking) const {
+    Marked out;
     switch (format_) {
         case ChatFormat::ChatML: {
-            const std::string* system = prompt.system ? &*prompt.system
-                                        : default_system_.empty() ? nullptr : &default_system_;
-            if (system) out += "<|im_start|>system\n" + *system + "<|im_end|>\n";
-            out += "<|im_start|>user\n" + prompt.user + "<|im_end|>\n<|im_start|>assistant\n";
+            if (prompt.system) out.tmpl("<|im_start|>system\n").typed(*prompt.system).tmpl("<|im_end|>\n");
+            else if (!default_system_.empty()) out.tmpl("<|im_start|>system\n" + default_system_ + "<|im_end|>\n");
+            out.tmpl("<|im_start|>user\n").typed(prompt.user).tmpl("<|im_end|>\n<|im_start|>assistant\n");
             // Qwen3: enable_thinking=false writes an empty thinking block; true writes nothing.
-            if (thinking_switch_ && thinking == Thinking::Off) out += "<think>\n\n</think>\n\n";
+            if (thinking_switch_ && thinking == Thinking::Off) out.tmpl("<think>\n\n</think>\n\n");
             break;
         }
         case ChatFormat::Llama3: {
-            out += bos_text_;
+            out.tmpl(bos_text_);
             if (llama31_dates_) {
                 // Llama 3.1's template: date_string defaults to "26 Jul 2024"; 3.2's asks
                 // strftime_now("%d %b %Y"), which transformers answers with today's date.
-                out += "<|start_header_id|>system<|end_header_id|>\n\n"
-                       "Cutting Knowledge Date: December 2023\nToday Date: " +
-                       (llama_today_ ? today() : std::string("26 Jul 2024")) + "\n\n";
-                out += (prompt.system ? strip(*prompt.system) : std::string()) + "<|eot_id|>";
+                out.tmpl("<|start_header_id|>system<|end_header_id|>\n\n"
+                         "Cutting Knowledge Date: December 2023\nToday Date: " +
+                         (llama_today_ ? today() : std::string("26 Jul 2024")) + "\n\n");
+                if (prompt.system) out.append(typed(*prompt.system).stripped());
+                out.tmpl("<|eot_id|>");
             } else if (prompt.system) {
-                out += "<|start_header_id|>system<|end_header_id|>\n\n" + strip(*prompt.system) + "<|eot_id|>";
+                out.tmpl("<|start_header_id|>system<|end_header_id|>\n\n").append(typed(*prompt.system).stripped()).tmpl("<|eot_id|>");
             }
-            out += "<|start_header_id|>user<|end_header_id|>\n\n" + strip(prompt.user) + "<|eot_id|>";
-            out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+            out.tmpl("<|start_header_id|>user<|end_header_id|>\n\n").append(typed(prompt.user).stripped()).tmpl("<|eot_id|>");
+            out.tmpl("<|start_header_id|>assistant<|end_header_id|>\n\n");
             break;
         }
         case ChatFormat::Llama2: {
-            std::string content = prompt.user;
-            if (prompt.system) content = "<<SYS>>\n" + *prompt.system + "\n<</SYS>>\n\n" + content;
-            out += bos_text_ + "[INST] " + strip(content) + " [/INST]";
+            Marked content;
+            if (prompt.system) content.tmpl("<<SYS>>\n").typed(*prompt.system).tmpl("\n<</SYS>>\n\n");
+            content.typed(prompt.user);
+            out.tmpl(bos_text_ + "[INST] ").append(content.stripped()).tmpl(" [/INST]");
             break;
         }
         case ChatFormat::Mistral: {
-            std::string content = prompt.user;
-            if (prompt.system) content = *prompt.system + "\n\n" + content;
-            out += bos_text_ + "[INST] " + content + " [/INST]";
+            out.tmpl(bos_text_ + "[INST] ");
+            if (prompt.system) out.typed(*prompt.system).tmpl("\n\n");
+            out.typed(prompt.user).tmpl(" [/INST]");
             break;
         }
     }
-    return out;
+    return Rendered{std::move(out.text), std::move(out.user)};
 }
 
 }  // namespace kev

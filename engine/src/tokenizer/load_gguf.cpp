@@ -44,6 +44,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
     auto merges_text = gguf.get_strings("tokenizer.ggml.merges");
     if (!tokens || tokens->empty()) throw Error(ErrorCode::Format, where + ": tokenizer.ggml.tokens is missing");
     if (!merges_text) throw Error(ErrorCode::Format, where + ": tokenizer.ggml.merges is missing");
+    if (tokens->size() > static_cast<std::size_t>(tok::kMaxTokenId) + 1)
+        throw Error(ErrorCode::Format, where + ": tokenizer.ggml.tokens holds " + std::to_string(tokens->size()) +
+                                           " tokens; the most Kev takes is " + std::to_string(tok::kMaxTokenId + 1));
     const auto types = gguf.get_ints("tokenizer.ggml.token_type").value_or(std::vector<std::int64_t>());
 
     auto impl = std::make_unique<Impl>();
@@ -121,7 +124,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
     tok::SpecialNames names;
     auto name_of = [&](const char* key) -> std::optional<std::string> {
         const auto id = gguf.get_int(key);
-        if (!id || *id < 0 || static_cast<std::size_t>(*id) >= tokens->size()) return std::nullopt;
+        if (!id) return std::nullopt;
+        if (*id < 0 || static_cast<std::uint64_t>(*id) >= tokens->size())
+            throw Error(ErrorCode::Format, where + ": " + key + " is " + std::to_string(*id) + ", outside the vocabulary of " +
+                                               std::to_string(tokens->size()) + " tokens");
         return (*tokens)[static_cast<std::size_t>(*id)];
     };
     names.bos = name_of("tokenizer.ggml.bos_token_id");

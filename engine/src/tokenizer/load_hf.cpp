@@ -27,6 +27,18 @@ json read_json(const std::string& path) {
     }
 }
 
+// A token id from tokenizer.json: an integer from 0 to kMaxTokenId. Anything else would
+// index outside the id tables built from it.
+TokenId token_id(const json& v, const std::string& where, const std::string& field) {
+    const bool integer = v.is_number_integer();
+    const bool in_range = integer && (v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t(kMaxTokenId)
+                                                             : v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= kMaxTokenId);
+    if (!in_range)
+        throw Error(ErrorCode::Format, where + ": " + field + " is " + v.dump() + "; a token id must be an integer from 0 to " +
+                                           std::to_string(kMaxTokenId));
+    return static_cast<TokenId>(v.get<std::int64_t>());
+}
+
 std::string escape_regex(const std::string& literal) {
     std::string out;
     for (char c : literal) {
@@ -141,7 +153,7 @@ Tokenizer Tokenizer::from_hf_files(const std::string& tokenizer_json, const std:
         std::unordered_map<std::string, TokenId> vocab;
         vocab.reserve(model.at("vocab").size());
         for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it)
-            vocab.emplace(it.key(), it.value().get<TokenId>());
+            vocab.emplace(it.key(), tok::token_id(it.value(), where, "model.vocab[" + json(it.key()).dump() + "]"));
 
         std::vector<std::pair<std::string, std::string>> merges;
         const json& jm = model.value("merges", json::array());
@@ -172,9 +184,12 @@ Tokenizer Tokenizer::from_hf_files(const std::string& tokenizer_json, const std:
         impl->kind = byte_level ? TokenizerKind::ByteLevelBpe : TokenizerKind::Bpe;
         impl->bpe = std::make_unique<tok::BpeModel>(std::move(vocab), merges, opt);
 
-        for (const json& a : j.value("added_tokens", json::array())) {
+        const json added = j.value("added_tokens", json::array());
+        if (!added.is_array()) throw Error(ErrorCode::Format, where + ": added_tokens is not a list");
+        for (std::size_t k = 0; k < added.size(); ++k) {
+            const json& a = added[k];
             tok::AddedToken t;
-            t.id = a.at("id").get<TokenId>();
+            t.id = tok::token_id(a.at("id"), where, "added_tokens[" + std::to_string(k) + "].id");
             t.content = a.at("content").get<std::string>();
             t.special = a.value("special", false);
             t.lstrip = a.value("lstrip", false);

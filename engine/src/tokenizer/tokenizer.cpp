@@ -39,9 +39,17 @@ std::optional<TokenId> Tokenizer::Impl::lookup(std::string_view piece) const {
 }
 
 void Tokenizer::Impl::build_tables_bpe() {
+    // The loaders check ids as they read them; this is the last guard before ids index the
+    // tables (a negative id would write before them).
     TokenId max_id = -1;
-    for (const auto& [piece, id] : bpe->vocab()) max_id = std::max(max_id, id);
-    for (const tok::AddedToken& t : added.tokens()) max_id = std::max(max_id, t.id);
+    auto check = [&](TokenId id, std::string_view piece) {
+        if (id < 0 || id > tok::kMaxTokenId)
+            throw Error(ErrorCode::Format, "tokenizer: token '" + std::string(piece) + "' has id " + std::to_string(id) +
+                                               "; ids must be from 0 to " + std::to_string(tok::kMaxTokenId));
+        max_id = std::max(max_id, id);
+    };
+    for (const auto& [piece, id] : bpe->vocab()) check(id, piece);
+    for (const tok::AddedToken& t : added.tokens()) check(t.id, t.content);
     const std::size_t n = static_cast<std::size_t>(max_id + 1);
     pieces.assign(n, std::string());
     bytes.assign(n, std::string());
@@ -118,14 +126,30 @@ void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<TokenId>& 
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialTokens specials) const {
+    return impl_->encode(text, specials, nullptr);
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, const std::vector<TextRange>& plain) const {
+    std::vector<TextRange> sorted;
+    for (const TextRange& r : plain) {
+        if (r.begin > r.end || r.end > text.size())
+            throw Error(ErrorCode::InvalidArgument, "tokenizer: a plain-text range lies outside the text");
+        if (r.begin < r.end) sorted.push_back(r);
+    }
+    std::sort(sorted.begin(), sorted.end(), [](const TextRange& a, const TextRange& b) { return a.begin < b.begin; });
+    return impl_->encode(text, SpecialTokens::Parse, &sorted);
+}
+
+std::vector<TokenId> Tokenizer::Impl::encode(std::string_view text, SpecialTokens specials,
+                                             const std::vector<TextRange>* plain) const {
     if (!tok::is_valid_utf8(text))
         throw Error(ErrorCode::InvalidArgument, "tokenizer: the text is not valid UTF-8");
-    const Impl& m = *impl_;
+    const Impl& m = *this;
     std::vector<TokenId> out;
     out.reserve(text.size() / 3 + 4);
 
     std::vector<tok::AddedVocab::Piece> raw;
-    m.added.split(text, /*normalized=*/false, specials, raw);
+    m.added.split(text, /*normalized=*/false, specials, raw, plain);
 
     // One thread at a time uses the word cache; a concurrent caller encodes without it
     // rather than wait.
@@ -147,7 +171,15 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialTokens spec
             segment = normalized;
         }
         normalized_pieces.clear();
-        if (m.added.has_normalized()) m.added.split(segment, /*normalized=*/true, specials, normalized_pieces);
+        // Normalizing moves bytes, so the typed ranges cannot follow into the normalized
+        // text: a piece that holds typed text is split with its special tokens plain.
+        SpecialTokens piece_specials = specials;
+        if (plain) {
+            const std::size_t at = static_cast<std::size_t>(piece.text.data() - text.data());
+            for (const TextRange& r : *plain)
+                if (r.begin < at + piece.text.size() && at < r.end) piece_specials = SpecialTokens::Plain;
+        }
+        if (m.added.has_normalized()) m.added.split(segment, /*normalized=*/true, piece_specials, normalized_pieces);
         else normalized_pieces.push_back({segment, -1});
         for (const auto& sub : normalized_pieces) {
             if (sub.id >= 0) {

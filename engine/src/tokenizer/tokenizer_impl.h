@@ -80,10 +80,16 @@ struct Tokenizer::Impl {
     std::optional<TokenId> lookup(std::string_view piece) const;
 
     void encode_plain(std::string_view text, std::vector<TokenId>& out, bool use_cache) const;
+    // Tokenizer::encode; `plain` (sorted, may be null): byte ranges whose special-token
+    // text stays plain text.
+    std::vector<TokenId> encode(std::string_view text, SpecialTokens specials, const std::vector<TextRange>* plain) const;
 };
 
 // Loader helpers shared by the sources.
 namespace tok {
+// The largest token id a tokenizer may use (the largest vocabularies in use hold about
+// 262,000): the id tables are sized by the largest id, so a file cannot ask for gigabytes.
+constexpr std::int64_t kMaxTokenId = (1 << 21) - 1;
 // Appends SentencePiece's ids for one plain segment (dummy prefix included).
 void sp_encode(const sentencepiece::SentencePieceProcessor& sp, std::string_view text,
                std::vector<TokenId>& out);
