@@ -10,9 +10,16 @@ namespace kevcli {
 // The tokenizer of a .gguf file or a Hugging Face folder. Throws kev::Error.
 kev::Tokenizer load_tokenizer(const std::string& path);
 
-// `kev-cli info`: what the model is, read from its headers without loading weights:
-// architecture and sizes, context length, parameter count, tensor types, chat format.
-// Prints text, or one JSON document with `json`. Returns the exit code.
-int print_model_info(const std::string& path, bool json);
+// How `info`'s caller loaded the model, as a run would (so that `info` fails where a
+// run would, and exits 0 only for a model that loads).
+struct LoadFacts {
+    std::string precision;  // the working precision it loaded at
+    double seconds = 0.0;
+};
+
+// `kev-cli info`: what the model is, from its headers: architecture and sizes, context
+// length, parameter count, tensor types, chat format, and how it loaded. Prints text,
+// or one JSON document with `json`. Returns the exit code.
+int print_model_info(const std::string& path, bool json, const LoadFacts& loaded);
 
 }  // namespace kevcli

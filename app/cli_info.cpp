@@ -54,7 +54,7 @@ kev::Tokenizer load_tokenizer(const std::string& path) {
     return kev::Tokenizer::from_gguf(*kev::GgufFile::open(path));
 }
 
-int print_model_info(const std::string& path, bool json) {
+int print_model_info(const std::string& path, bool json, const LoadFacts& loaded) {
     const bool folder = is_dir(path);
     kev::ModelConfig c;
     std::map<std::string, int> tensor_types;  // type name -> tensor count
@@ -107,13 +107,14 @@ int print_model_info(const std::string& path, bool json) {
                                     {"cpu", engine.cpu_capability}, {"threads", engine.cpu_threads},
                                     {"cuda", engine.cuda_available}}}};
     if (!chat_note.empty()) j["chat_note"] = chat_note;
+    j["loads"] = {{"precision", loaded.precision}, {"seconds", loaded.seconds}};
     nlohmann::json kernels = nlohmann::json::object();
     for (const auto& [what, kernel] : kev::kernel_paths()) kernels[what] = kernel;
     j["kernels"] = kernels;
     const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
     j["auto_precision"] = {{"name", automatic.name}, {"why", automatic.why}};
     if (json) {
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return 0;
     }
     std::string type_list;
@@ -135,6 +136,7 @@ int print_model_info(const std::string& path, bool json) {
                 engine.torch_version.c_str(), engine.cpu_capability.c_str(), engine.cpu_threads,
                 engine.cuda_available ? "yes" : "no");
     std::printf("precision    auto = %s (%s)\n", automatic.name.c_str(), automatic.why.c_str());
+    std::printf("loads        yes, as %s in %.1f s\n", loaded.precision.c_str(), loaded.seconds);
     for (const auto& [what, kernel] : kev::kernel_paths()) std::printf("kernel       %-25s %s\n", (what + ":").c_str(), kernel.c_str());
     return 0;
 }

@@ -3,19 +3,19 @@
 //   kev-cli [options] QUESTION...      answer the questions in one pack
 //   kev-cli info [--model PATH]        what the engine and the model are
 //
-// Exit codes: 0 success, 1 model or run error, 2 usage error, 3 isolation difference
-// (--verify-isolation), 130 interrupted (what was generated is still printed).
+// Exit codes (the end of kUsage says the same to users): 0 success; 1 a model, adapter,
+// question-file or run error (non-finite logits included), and any unexpected exception;
+// 2 usage error; 3 isolation difference (--verify-isolation); 4 out of memory; 128+N
+// stopped by signal N (130 SIGINT, 143 SIGTERM), with what was generated still printed.
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <optional>
-#include <sys/stat.h>
 #include <iterator>
+#include <limits>
 #include <memory>
-#include <sstream>
-#include <map>
+#include <new>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -29,6 +29,8 @@
 #include "kev/session.h"
 
 #include "cli.h"
+#include "cli_input.h"
+#include "cli_questions.h"
 #include "cli_terminal.h"
 
 namespace {
@@ -37,7 +39,9 @@ constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitIsolation = 3;
 constexpr int kExitOutOfMemory = 4;
-constexpr int kExitInterrupted = 130;
+constexpr int kExitSignalBase = 128;  // + the signal's number: 130 SIGINT, 143 SIGTERM
+
+using kevcli::UsageError;
 
 const char* kUsage =
     "usage: kev-cli [options] QUESTION...\n"
@@ -54,58 +58,92 @@ const char* kUsage =
     "                            4-bit linear layers, GGUF Q4_0/Q4_1 blocks kept, others NF4, bf16\n"
     "                            activations; nf4 = NF4 for every linear layer)\n"
     "  --device cpu|cuda         (default cpu)\n"
+    "  --chat-format NAME        chatml, llama3, llama2 or mistral: the prompt format, for a model\n"
+    "                            whose chat template is missing or not one Kev recognises\n"
+    "                            (default: the model's own template)\n"
     "LoRA (PEFT adapter folder; merged when every question uses it alike, else per question):\n"
     "  --lora PATH|demo          adapter for every question (demo: the built-in capitals adapter)\n"
     "  --lora-scale S            multiplier of alpha/r, 0 to 2 (default 1)\n"
     "questions:\n"
-    "  --file FILE               questions.json (array of strings or objects) or .jsonl (one per line);\n"
-    "                            an object is {\"question\": ..., and optionally \"temperature\", \"top_p\",\n"
-    "                            \"top_k\", \"min_p\", \"repetition_penalty\", \"max_new_tokens\", \"seed\", \"stop\",\n"
-    "                            \"lora\": true|false, \"lora_scale\"} (LoRA without --lora: the demo adapter)\n"
+    "  --file FILE               questions.json (array of strings or objects) or .jsonl (one per line),\n"
+    "                            at most 16 MiB; an object is {\"question\": ..., and optionally\n"
+    "                            \"temperature\", \"top_p\", \"top_k\", \"min_p\", \"repetition_penalty\",\n"
+    "                            \"max_new_tokens\", \"seed\", \"stop\", \"lora\": true|false, \"lora_scale\"}\n"
+    "                            (LoRA without --lora: the demo adapter)\n"
     "prompt:\n"
     "  --system TEXT             system message for every question\n"
-    "  --shared-context TEXT|@FILE  text every question sees, computed once\n"
+    "  --shared-context TEXT|@FILE  text every question sees, computed once (a file: at most 16 MiB)\n"
     "sampling (for every question; KEV_TEMPERATURE may give per-question defaults):\n"
-    "  --temperature T           0 = greedy (default), up to 2 in the app\n"
-    "  --top-k K  --top-p P  --min-p P  --repetition-penalty R\n"
-    "  --max-new-tokens N        (default 256)\n"
-    "  --seed S                  random seed (per question: S, S+1, ...)\n"
+    "  --temperature T           0 = greedy (default), up to 2 in the app, at most 10\n"
+    "  --top-k K                 keep the K most likely tokens: 0 (off, the default) to 2147483647\n"
+    "  --top-p P                 (0, 1], 1 = off       --min-p P   [0, 1), 0 = off\n"
+    "  --repetition-penalty R    more than 0, 1 = off\n"
+    "  --max-new-tokens N        1 or more (default 256)\n"
+    "  --seed S                  random seed, 0 to 2^64-1 (per question: S, S+1, ...)\n"
     "  --stop TEXT               stop string (repeatable)\n"
     "run:\n"
     "  --sequential              answer one question at a time (for comparison)\n"
     "  --verify-isolation        run packed and one at a time; exit 3 on any difference\n"
     "  --ignore-eos              never stop at end-of-sequence (fixed lengths)\n"
-    "  --logprobs K              top-K log-probabilities of every generated token (JSON)\n"
+    "  --logprobs K              top-K log-probabilities of every generated token (JSON), 0 to 100\n"
     "  --json                    machine-readable output: one JSON document\n"
     "  --jsonl                   machine-readable output: one JSON line per question\n"
     "  -h, --help                this text\n"
     "\n"
     "On a terminal several answers stream side by side, each in its own labelled block;\n"
     "into a pipe or a file they are printed whole, labelled, with nothing decorative.\n"
+    "`info` loads the model as a run would, so it fails wherever a run would fail.\n"
     "\n"
-    "exit codes: 0 done, 1 model, adapter or file error, 2 usage error, 3 isolation\n"
-    "difference (--verify-isolation), 4 out of memory (the run was refused before it\n"
-    "started), 130 interrupted (Ctrl-C: what was generated so far is still printed).\n";
+    "exit codes: 0 done; 1 model, adapter, question-file or shared-context-file error, or a\n"
+    "card stopped by non-finite logits (NaN/Inf: a broken model; said on stderr); 2 usage\n"
+    "error (an option or its value); 3 isolation difference (--verify-isolation); 4 out of\n"
+    "memory (the run was refused before it started); 130 interrupted by SIGINT (Ctrl-C), 143\n"
+    "by SIGTERM: what was generated so far is still printed, JSON included.\n";
 
-volatile std::sig_atomic_t g_interrupted = 0;
-kev::CancelFlags* g_cancel = nullptr;
+// The signal that asked kev-cli to stop (SIGINT or SIGTERM), 0 while none has.
+volatile std::sig_atomic_t g_signal = 0;
+kev::CancelFlags* volatile g_cancel = nullptr;
 
-void on_sigint(int) {
-    g_interrupted = 1;
+void on_stop_signal(int signo) {
+    g_signal = signo;
     if (g_cancel) g_cancel->cancel_all();  // an atomic store: async-signal-safe
 }
 
-struct UsageError {
-    std::string message;
-};
+int interrupted_code() { return kExitSignalBase + static_cast<int>(g_signal); }
+
+// SIGINT and SIGTERM cancel the run; what was generated is printed and the exit code
+// says which signal it was. Installed from .preinit_array (below), before any shared
+// library's initialisers: libtorch's take ~0.5 s before main() starts, and a signal in
+// that time would otherwise kill the process outright.
+void install_signal_handlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+}
+
+void preinit_signal_handlers(int, char**, char**) { install_signal_handlers(); }
+
+}  // namespace
+
+// Run by the dynamic loader before the initialisers of every shared library (ELF
+// executables only; glibc passes argc, argv, envp).
+__attribute__((section(".preinit_array"), used)) void (*const kev_cli_preinit)(int, char**, char**) =
+    preinit_signal_handlers;
+
+namespace {
 
 struct Options {
     std::string command;  // "" = answer, "info"
     std::string model = kev::builtin_model_path();
     kev::LoadOptions load;
+    std::optional<kev::ChatFormat> chat_format;  // --chat-format
     bool auto_precision = true;  // --precision auto (the default): resolved once the model is known
     std::optional<std::string> system;
     std::string shared_context;
+    std::string shared_context_file;  // @FILE's path, for messages
     kev::SamplingSettings sampling;
     bool sequential = false;
     bool verify = false;
@@ -123,100 +161,21 @@ struct Options {
     std::string file;
 };
 
-double parse_number(const std::string& flag, const std::string& value) {
-    try {
-        std::size_t used = 0;
-        const double v = std::stod(value, &used);
-        if (used != value.size()) throw std::invalid_argument(value);
-        return v;
-    } catch (const std::exception&) {
-        throw UsageError{flag + " expects a number, got '" + value + "'"};
-    }
-}
-
-std::int64_t parse_integer(const std::string& flag, const std::string& value) {
-    try {
-        std::size_t used = 0;
-        const long long v = std::stoll(value, &used);
-        if (used != value.size()) throw std::invalid_argument(value);
-        return v;
-    } catch (const std::exception&) {
-        throw UsageError{flag + " expects a whole number, got '" + value + "'"};
-    }
-}
-
+// --shared-context: the text itself, or @FILE for a file's contents.
 std::string read_text_arg(const std::string& value) {
     if (value.empty() || value[0] != '@') return value;
-    std::ifstream in(value.substr(1), std::ios::binary);
-    if (!in) throw UsageError{"cannot read " + value.substr(1)};
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// One question from a file entry: a string, or an object with "question" and settings
-// that override the command line's.
-void add_question(Options& o, const nlohmann::json& item, const std::string& where) {
-    if (item.is_string()) {
-        o.questions.push_back(item.get<std::string>());
-        o.per_question.emplace_back(std::nullopt);
-        o.per_question_lora.emplace_back(std::nullopt);
-        return;
-    }
-    if (!item.is_object() || !item.contains("question") || !item["question"].is_string()) {
-        throw UsageError{where + ": expected a string or an object with a \"question\" string"};
-    }
-    kev::SamplingSettings s = o.sampling;
-    std::optional<kev::LoraUse> lora;
-    try {
-        for (const auto& [key, v] : item.items()) {
-            if (key == "question") continue;
-            else if (key == "lora") lora = kev::LoraUse{v.get<bool>(), lora ? lora->scale : o.lora_scale};
-            else if (key == "lora_scale") lora = kev::LoraUse{lora ? lora->enabled : true, v.get<float>()};
-            else if (key == "temperature") s.temperature = v.get<float>();
-            else if (key == "top_p") s.top_p = v.get<float>();
-            else if (key == "top_k") s.top_k = v.get<std::int32_t>();
-            else if (key == "min_p") s.min_p = v.get<float>();
-            else if (key == "repetition_penalty") s.repetition_penalty = v.get<float>();
-            else if (key == "max_new_tokens") s.max_new_tokens = v.get<std::int64_t>();
-            else if (key == "seed") s.seed = v.get<std::uint64_t>();
-            else if (key == "stop") s.stop_strings = v.is_string() ? std::vector<std::string>{v.get<std::string>()}
-                                                                   : v.get<std::vector<std::string>>();
-            else throw UsageError{where + ": unknown setting \"" + key + "\""};
-        }
-        s.validate();
-        if (lora) lora->validate();
-    } catch (const nlohmann::json::exception&) {
-        throw UsageError{where + ": a setting has the wrong type"};
-    } catch (const kev::Error& e) {
-        throw UsageError{where + ": " + e.what()};
-    }
-    o.questions.push_back(item["question"].get<std::string>());
-    o.per_question.emplace_back(s);
-    o.per_question_lora.push_back(lora);
+    return kevcli::read_file_limited(value.substr(1), kevcli::kMaxSharedContextBytes, "a shared-context file");
 }
 
 void read_question_file(Options& o) {
-    std::ifstream in(o.file, std::ios::binary);
-    if (!in) throw UsageError{"cannot read " + o.file};
     // Questions given on the command line keep their place, without overrides.
     o.per_question.assign(o.questions.size(), std::nullopt);
     o.per_question_lora.assign(o.questions.size(), std::nullopt);
-    const bool jsonl = o.file.size() > 6 && o.file.compare(o.file.size() - 6, 6, ".jsonl") == 0;
-    try {
-        if (jsonl) {
-            std::string line;
-            for (int n = 1; std::getline(in, line); ++n) {
-                if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-                add_question(o, nlohmann::json::parse(line), o.file + " line " + std::to_string(n));
-            }
-        } else {
-            const nlohmann::json doc = nlohmann::json::parse(in);
-            if (!doc.is_array()) throw UsageError{o.file + ": expected a JSON array of questions"};
-            for (std::size_t i = 0; i < doc.size(); ++i) add_question(o, doc[i], o.file + " item " + std::to_string(i + 1));
-        }
-    } catch (const nlohmann::json::parse_error& e) {
-        throw UsageError{o.file + ": not valid JSON (" + e.what() + ")"};
+    for (auto& q : kevcli::read_question_file(o.file, o.sampling, o.lora_scale)) {
+        o.questions.push_back(std::move(q.question));
+        o.per_question.push_back(std::move(q.sampling));
+        o.per_question_lora.push_back(q.lora);
     }
-    if (o.questions.empty()) throw UsageError{o.file + ": no questions in the file"};
 }
 
 Options parse(int argc, char** argv) {
@@ -241,6 +200,10 @@ Options parse(int argc, char** argv) {
             } catch (const kev::Error&) {
                 throw UsageError{"--precision must be auto, fp32, half, 4bit or nf4, got '" + p + "'"};
             }
+        } else if (a == "--chat-format") {
+            const std::string f = value();
+            o.chat_format = kev::chat_format_from_string(f);
+            if (!o.chat_format) throw UsageError{"--chat-format must be chatml, llama3, llama2 or mistral, got '" + f + "'"};
         } else if (a == "--device") {
             const std::string d = value();
             if (d == "cpu") o.load.device = kev::Device::Cpu;
@@ -249,25 +212,28 @@ Options parse(int argc, char** argv) {
         } else if (a == "--lora") {
             o.lora = value();
         } else if (a == "--lora-scale") {
-            o.lora_scale = static_cast<float>(parse_number(a, value()));
+            o.lora_scale = kevcli::parse_real(a, value());
         } else if (a == "--system") {
             o.system = value();
         } else if (a == "--shared-context") {
-            o.shared_context = read_text_arg(value());
+            const std::string v = value();
+            o.shared_context = read_text_arg(v);
+            o.shared_context_file = v.empty() || v[0] != '@' ? std::string() : v.substr(1);
         } else if (a == "--temperature") {
-            o.sampling.temperature = static_cast<float>(parse_number(a, value()));
+            o.sampling.temperature = kevcli::parse_real(a, value());
         } else if (a == "--top-k") {
-            o.sampling.top_k = static_cast<std::int32_t>(parse_integer(a, value()));
+            o.sampling.top_k = static_cast<std::int32_t>(
+                kevcli::parse_integer(a, value(), 0, std::numeric_limits<std::int32_t>::max()));
         } else if (a == "--top-p") {
-            o.sampling.top_p = static_cast<float>(parse_number(a, value()));
+            o.sampling.top_p = kevcli::parse_real(a, value());
         } else if (a == "--min-p") {
-            o.sampling.min_p = static_cast<float>(parse_number(a, value()));
+            o.sampling.min_p = kevcli::parse_real(a, value());
         } else if (a == "--repetition-penalty") {
-            o.sampling.repetition_penalty = static_cast<float>(parse_number(a, value()));
+            o.sampling.repetition_penalty = kevcli::parse_real(a, value());
         } else if (a == "--max-new-tokens") {
-            o.sampling.max_new_tokens = parse_integer(a, value());
+            o.sampling.max_new_tokens = kevcli::parse_integer(a, value(), 1, std::numeric_limits<std::int64_t>::max());
         } else if (a == "--seed") {
-            o.sampling.seed = static_cast<std::uint64_t>(parse_integer(a, value()));
+            o.sampling.seed = kevcli::parse_unsigned(a, value());
         } else if (a == "--stop") {
             o.sampling.stop_strings.push_back(value());
         } else if (a == "--sequential") {
@@ -277,8 +243,7 @@ Options parse(int argc, char** argv) {
         } else if (a == "--ignore-eos") {
             o.ignore_eos = true;
         } else if (a == "--logprobs") {
-            o.logprobs = static_cast<std::int32_t>(parse_integer(a, value()));
-            if (o.logprobs < 0 || o.logprobs > 100) throw UsageError{"--logprobs must be between 0 and 100"};
+            o.logprobs = static_cast<std::int32_t>(kevcli::parse_integer(a, value(), 0, 100));
         } else if (a == "--json") {
             o.json = true;
         } else if (a == "--jsonl") {
@@ -303,20 +268,60 @@ Options parse(int argc, char** argv) {
     } catch (const kev::Error& e) {
         throw UsageError{e.what()};
     }
+    // Text the tokenizer would refuse after the model loaded is refused now, by name.
+    for (std::size_t q = 0; q < o.questions.size(); ++q) {
+        if (!kevcli::is_valid_utf8(o.questions[q]))
+            throw UsageError{"question " + std::to_string(q + 1) + " is not valid UTF-8"};
+    }
+    if (o.system && !kevcli::is_valid_utf8(*o.system)) throw UsageError{"--system: the text is not valid UTF-8"};
+    for (const std::string& stop : o.sampling.stop_strings)
+        if (!kevcli::is_valid_utf8(stop)) throw UsageError{"--stop: the text is not valid UTF-8"};
+    if (!kevcli::is_valid_utf8(o.shared_context)) {
+        if (o.shared_context_file.empty()) throw UsageError{"--shared-context: the text is not valid UTF-8"};
+        throw kev::Error(kev::ErrorCode::Format, o.shared_context_file + ": not valid UTF-8 text");
+    }
     if (!o.file.empty()) read_question_file(o);
     if (o.command.empty() && o.questions.empty()) throw UsageError{"no question given"};
     if (o.json && o.jsonl) throw UsageError{"--json and --jsonl exclude each other"};
     return o;
 }
 
+// Standard input, at most `max_bytes` of it (stdin may be /dev/zero).
+std::string read_stdin(std::uint64_t max_bytes) {
+    std::string text;
+    char buf[1 << 16];
+    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
+        text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
+        if (text.size() > max_bytes) {
+            throw kev::Error(kev::ErrorCode::Io, "standard input: more than " + std::to_string(max_bytes >> 20) +
+                                                     " MiB, over the limit for text to tokenize");
+        }
+    }
+    return text;
+}
+
+// Any error while reading a model is a model error (exit 1), whatever code the engine
+// gave it: only the command line itself is a usage error. Out of memory and a stop by
+// signal keep their own exit codes.
+template <typename F>
+auto as_model_error(F&& load) -> decltype(load()) {
+    try {
+        return load();
+    } catch (const kev::Error& e) {
+        if (e.code() != kev::ErrorCode::InvalidArgument) throw;
+        throw kev::Error(kev::ErrorCode::Format, e.what());
+    }
+}
+
 int tokenize(const Options& o) {
-    const kev::Tokenizer tok = kevcli::load_tokenizer(o.model);
-    const std::string text = o.text ? *o.text : std::string(std::istreambuf_iterator<char>(std::cin), {});
+    kevcli::refuse_unloadable_model_file(o.model);
+    const kev::Tokenizer tok = as_model_error([&] { return kevcli::load_tokenizer(o.model); });
+    const std::string text = o.text ? *o.text : read_stdin(kevcli::kMaxSharedContextBytes);
     const std::vector<kev::TokenId> ids = tok.encode(text, kev::SpecialTokens::Parse);
     if (o.json) {
         nlohmann::json pieces = nlohmann::json::array();
         for (kev::TokenId id : ids) pieces.push_back(tok.id_to_piece(id));
-        std::printf("%s\n", nlohmann::json{{"ids", ids}, {"pieces", pieces}, {"count", ids.size()}}.dump().c_str());
+        std::printf("%s\n", kevcli::dump_json({{"ids", ids}, {"pieces", pieces}, {"count", ids.size()}}).c_str());
     } else {
         for (kev::TokenId id : ids) std::printf("%d\t%s\n", id, tok.id_to_piece(id).c_str());
         std::fprintf(stderr, "%zu tokens\n", ids.size());
@@ -352,7 +357,7 @@ kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const st
     const kev::PreparedPack pack = gen.prepare(make_request(o, questions, first_index), kev::temperature_defaults_from_env());
     kev::CancelFlags cancel(questions.size());
     g_cancel = &cancel;
-    if (g_interrupted) cancel.cancel_all();
+    if (g_signal) cancel.cancel_all();
     kev::RunOptions run;
     run.ignore_end_of_sequence = o.ignore_eos;
     run.logprobs = o.logprobs;
@@ -410,37 +415,71 @@ nlohmann::json card_json(const std::string& question, const kev::CardResult& c, 
     return j;
 }
 
-int answer(const Options& o) {
-    kev::SessionOptions session_options{o.load, std::nullopt};
-    kev::PrecisionChoice precision{kev::to_string(o.load.dtype), "asked for"};
+// The model as a run loads it (`info` loads it the same way, to fail where a run would):
+// the precision resolved, a progress bar on a terminal, the chat format checked.
+std::unique_ptr<kev::Session> open_session(const Options& o, kev::PrecisionChoice& precision) {
+    kevcli::refuse_unloadable_model_file(o.model);
+    kev::SessionOptions session_options{o.load, o.chat_format};
+    precision = {kev::to_string(o.load.dtype), "asked for"};
     if (o.load.quant != kev::WeightQuant::None) precision.name = kev::to_string(o.load.quant);
-    if (o.auto_precision && o.load.device == kev::Device::Cpu) {  // CUDA keeps fp32 unless asked
-        precision = kev::choose_auto_precision(o.model);
-        kev::set_precision(session_options.load, precision.name);
+    const bool bar = ::isatty(STDERR_FILENO) != 0;
+    session_options.load.progress = [bar](int done, int total) {
+        // A signal during a long load stops it here, between tensors.
+        if (g_signal) {
+            if (bar) std::fprintf(stderr, "\r\033[K");
+            throw kev::Error(kev::ErrorCode::Cancelled, "interrupted while loading the model");
+        }
+        if (!bar) return;
+        const int width = 30;
+        const int filled = total > 0 ? done * width / total : width;
+        std::fprintf(stderr, "\r\033[Kloading model [%s%s] %d/%d", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                     std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done, total);
+        if (done >= total) std::fprintf(stderr, "\r\033[K");
+    };
+    auto session = as_model_error([&] {
+        if (o.auto_precision && o.load.device == kev::Device::Cpu) {  // CUDA keeps fp32 unless asked
+            precision = kev::choose_auto_precision(o.model);
+            kev::set_precision(session_options.load, precision.name);
+        }
+        return kev::Session::open(o.model, session_options);
+    });
+    if (!session->chat() && o.command.empty()) {
+        std::string why = session->chat_error();
+        const std::string tail = "choose a chat format";
+        if (why.size() >= tail.size() && why.compare(why.size() - tail.size(), tail.size(), tail) == 0)
+            why.resize(why.size() - tail.size());
+        else
+            why += "; ";
+        throw kev::Error(kev::ErrorCode::Unsupported,
+                         o.model + ": " + why + "choose a chat format with --chat-format chatml, llama3, llama2 or mistral");
     }
-    if (::isatty(STDERR_FILENO)) {
-        session_options.load.progress = [](int done, int total) {
-            const int width = 30;
-            const int filled = total > 0 ? done * width / total : width;
-            std::fprintf(stderr, "\r\033[Kloading model [%s%s] %d/%d", std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                         std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done, total);
-            if (done >= total) std::fprintf(stderr, "\r\033[K");
-        };
+    return session;
+}
+
+// "kev-cli: card 2: stopped: ..." on stderr for every card whose logits became NaN or
+// infinite (a broken model or adapter): its answer is cut there, not finished. True when
+// there was one.
+bool report_non_finite(const std::vector<kev::CardResult>& results) {
+    bool any = false;
+    for (std::size_t q = 0; q < results.size(); ++q) {
+        if (results[q].finish != kev::FinishReason::NonFinite) continue;
+        std::fprintf(stderr, "kev-cli: card %zu: stopped: the model produced non-finite logits (NaN/Inf) at token %zu\n",
+                     q + 1, results[q].tokens.size() + 1);
+        any = true;
     }
-    const auto session = kev::Session::open(o.model, session_options);
-    if (!session->chat()) throw kev::Error(kev::ErrorCode::Unsupported, session->chat_error());
+    return any;
+}
+
+int answer(const Options& o) {
+    kev::PrecisionChoice precision;
+    const auto session = open_session(o, precision);
     bool wants_lora = o.lora.has_value();
     for (const auto& l : o.per_question_lora) wants_lora = wants_lora || (l && l->enabled);
     const std::string lora_path = !o.lora || *o.lora == "demo" ? kev::demo_adapter_path() : *o.lora;
     if (wants_lora) {
-        try {
-            session->load_lora(lora_path);
-        } catch (const kev::Error& e) {
-            // An adapter that does not fit the model is an adapter error (exit 1), not a
-            // usage error, whatever code the engine gave it.
-            if (e.code() == kev::ErrorCode::OutOfMemory) throw;
-            throw kev::Error(kev::ErrorCode::Format, e.what());
-        }
+        // An adapter that does not fit the model is an adapter error (exit 1), not a
+        // usage error, whatever code the engine gave it.
+        as_model_error([&] { session->load_lora(lora_path); });
     }
     const bool stream = !o.json && !o.jsonl;
 
@@ -452,7 +491,7 @@ int answer(const Options& o) {
         if (lora_mode.find(name) == std::string::npos) lora_mode += (lora_mode.empty() ? "" : ", ") + name;
     };
     if (o.sequential) {
-        for (std::size_t q = 0; q < o.questions.size() && !g_interrupted; ++q) {
+        for (std::size_t q = 0; q < o.questions.size() && !g_signal; ++q) {
             if (stream && o.questions.size() > 1) std::printf("--- [%zu] %s\n", q + 1, o.questions[q].c_str());
             auto r = run_pack(*session, o, {o.questions[q]}, q, stream);
             if (stream) std::printf("\n");
@@ -479,11 +518,13 @@ int answer(const Options& o) {
         }
     }
 
-    int code = g_interrupted ? kExitInterrupted : 0;
+    // A stop by signal wins (the user asked for it), then a broken card, then an
+    // isolation difference found below.
+    int code = report_non_finite(results) ? kExitError : 0;
     nlohmann::json out = {{"model", o.model}, {"packed", !o.sequential}, {"total_s", total_s},
                           {"precision", {{"name", precision.name}, {"auto", o.auto_precision}, {"why", precision.why}}}};
     if (wants_lora) out["lora"] = {{"adapter", lora_path}, {"mode", lora_mode}};
-    if (o.verify && !g_interrupted) {
+    if (o.verify && !g_signal) {
         nlohmann::json diffs = nlohmann::json::array();
         for (std::size_t q = 0; q < o.questions.size(); ++q) {
             const auto alone = run_pack(*session, o, {o.questions[q]}, q, false);
@@ -493,13 +534,13 @@ int answer(const Options& o) {
             while (k < a.size() && k < p.size() && a[k] == p[k]) ++k;
             if (k != a.size() || k != p.size()) {
                 diffs.push_back({{"question", q + 1}, {"first_difference", k}});
-                code = kExitIsolation;
+                if (code == 0) code = kExitIsolation;
             }
         }
         out["isolation_differences"] = diffs;
         if (stream) {
             std::printf("isolation: %s\n", diffs.empty() ? "every answer equals its solo run"
-                                                         : ("DIFFERENCES " + diffs.dump()).c_str());
+                                                         : ("DIFFERENCES " + kevcli::dump_json(diffs)).c_str());
         }
     }
     if (o.json) {
@@ -510,8 +551,8 @@ int answer(const Options& o) {
             if (wants_lora) cards.back()["lora"] = {{"on", lora.enabled}, {"scale", lora.scale}};
         }
         out["cards"] = cards;
-        out["interrupted"] = g_interrupted != 0;
-        std::printf("%s\n", out.dump(2).c_str());
+        out["interrupted"] = g_signal != 0;
+        std::printf("%s\n", kevcli::dump_json(out, 2).c_str());
     } else if (o.jsonl) {
         // One line per question, in order; the run's facts on each line, so any line
         // stands alone in a pipeline.
@@ -519,25 +560,17 @@ int answer(const Options& o) {
             nlohmann::json line = card_json(o.questions[q], results[q], o.logprobs);
             line["index"] = q + 1;
             line["packed"] = !o.sequential;
-            line["interrupted"] = g_interrupted != 0;
-            std::printf("%s\n", line.dump().c_str());
+            line["interrupted"] = g_signal != 0;
+            std::printf("%s\n", kevcli::dump_json(line).c_str());
         }
         if (out.contains("isolation_differences"))
-            std::printf("%s\n", nlohmann::json{{"isolation_differences", out["isolation_differences"]}}.dump().c_str());
+            std::printf("%s\n", kevcli::dump_json({{"isolation_differences", out["isolation_differences"]}}).c_str());
     }
-    return code;
+    return g_signal ? interrupted_code() : code;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    Options o;
-    try {
-        o = parse(argc, argv);
-    } catch (const UsageError& e) {
-        std::fprintf(stderr, "kev-cli: %s\n(kev-cli --help for usage)\n", e.message.c_str());
-        return kExitUsage;
-    }
+int run(int argc, char** argv) {
+    const Options o = parse(argc, argv);
     if (o.command == "help") {
         std::fputs(kUsage, stdout);
         return 0;
@@ -546,18 +579,47 @@ int main(int argc, char** argv) {
         std::printf("kev-cli %s\n", kev::engine_info().kev_version.c_str());
         return 0;
     }
-    std::signal(SIGINT, on_sigint);
+    // The kernel switches (KEV_ISA, KEV_BF16_KERNEL) are checked before anything slow:
+    // one this CPU cannot run is refused here, by name.
+    (void)kev::isa_limit();
+    (void)kev::requested_bf16_kernel();
+    if (g_signal) {
+        std::fprintf(stderr, "kev-cli: interrupted before the model was loaded\n");
+        return interrupted_code();
+    }
+    if (o.command == "info") {
+        kev::PrecisionChoice precision;
+        const auto session = open_session(o, precision);
+        return kevcli::print_model_info(o.model, o.json, {precision.name, session->load_seconds()});
+    }
+    if (o.command == "tokenize") return tokenize(o);
+    return answer(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    install_signal_handlers();  // again, for a loader that skipped .preinit_array
+    // Every failure ends here with a message and an exit code: nothing reaches
+    // std::terminate (an abort and a core dump are no answer to a bad file).
     try {
-        // The kernel switches (KEV_ISA, KEV_BF16_KERNEL) are checked before anything slow:
-        // one this CPU cannot run is refused here, by name.
-        (void)kev::isa_limit();
-        (void)kev::requested_bf16_kernel();
-        if (o.command == "info") return kevcli::print_model_info(o.model, o.json);
-        if (o.command == "tokenize") return tokenize(o);
-        return answer(o);
+        return run(argc, argv);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "kev-cli: %s\n(kev-cli --help for usage)\n", e.message.c_str());
+        return kExitUsage;
     } catch (const kev::Error& e) {
         std::fprintf(stderr, "kev-cli: %s\n", e.what());
+        if (e.code() == kev::ErrorCode::Cancelled && g_signal) return interrupted_code();
         if (e.code() == kev::ErrorCode::OutOfMemory) return kExitOutOfMemory;
         return e.code() == kev::ErrorCode::InvalidArgument ? kExitUsage : kExitError;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "kev-cli: out of memory\n");
+        return kExitOutOfMemory;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "kev-cli: unexpected error: %s\n", e.what());
+        return kExitError;
+    } catch (...) {
+        std::fprintf(stderr, "kev-cli: unexpected error (an exception of unknown type)\n");
+        return kExitError;
     }
 }
