@@ -2,9 +2,14 @@
 
 #include <QDateTime>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QSaveFile>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace kevui {
 
@@ -40,6 +45,13 @@ CardAnswer answerFromJson(const QJsonObject& o) {
     if (ok) a.seedUsed = seed;
     for (const QJsonValue& v : o.value(QStringLiteral("tokens")).toArray()) a.tokens.push_back(v.toInt());
     return a;
+}
+
+int saturatedInt(const QJsonValue& v, int fallback) {
+    if (!v.isDouble()) return fallback;
+    const double d = v.toDouble();
+    if (std::isnan(d)) return fallback;
+    return static_cast<int>(std::clamp(d, double(std::numeric_limits<int>::min()), double(std::numeric_limits<int>::max())));
 }
 
 }  // namespace
@@ -80,8 +92,10 @@ CardSettings settingsFromJson(const QJsonObject& o) {
     s.question = o.value(QStringLiteral("question")).toString();
     s.temperature = o.value(QStringLiteral("temperature")).toDouble(s.temperature);
     s.topP = o.value(QStringLiteral("top_p")).toDouble(s.topP);
-    s.topK = o.value(QStringLiteral("top_k")).toInt(s.topK);
-    s.maxNewTokens = o.value(QStringLiteral("max_new_tokens")).toInt(s.maxNewTokens);
+    // Read as numbers and saturated, not toInt(): that turns 4294967297 into the default
+    // without a word. The card says when a value is outside what it can hold.
+    s.topK = saturatedInt(o.value(QStringLiteral("top_k")), s.topK);
+    s.maxNewTokens = saturatedInt(o.value(QStringLiteral("max_new_tokens")), s.maxNewTokens);
     const QJsonValue seed = o.value(QStringLiteral("seed"));
     bool ok = false;
     const quint64 v = seed.isDouble() ? static_cast<quint64>(seed.toInteger()) : seed.toString().toULongLong(&ok);
@@ -151,26 +165,61 @@ bool saveWorkspace(const QString& path, const Workspace& w, WithAnswers answers,
     return true;
 }
 
-LoadedWorkspace loadWorkspace(const QString& path) {
-    LoadedWorkspace r;
-    QFile file(path);
-    if (!file.exists()) return r;
-    if (!file.open(QIODevice::ReadOnly)) {
-        r.error = QStringLiteral("cannot read the workspace %1: %2").arg(path, file.errorString());
-        return r;
+QString freeSiblingName(const QString& path, const QString& tag, const QDateTime& now, int maxTries) {
+    const QString base = path + QLatin1Char('.') + tag + QLatin1Char('-') + now.toString(QStringLiteral("yyyyMMdd-HHmmss"));
+    for (int n = 0; n < maxTries; ++n) {
+        const QString name = n == 0 ? base : base + QLatin1Char('-') + QString::number(n);
+        // Not QFile::exists: a dangling symbolic link is a name that is taken.
+        if (!QFileInfo(name).exists() && !QFileInfo(name).isSymLink()) return name;
     }
-    const QByteArray bytes = file.readAll();
-    file.close();
-    QString why;
-    r.workspace = workspaceFromJson(bytes, &why);
-    if (r.workspace) return r;
-    const QString aside =
-        path + QStringLiteral(".corrupt-") + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
-    if (QFile::rename(path, aside)) {
-        r.movedAsideTo = aside;
-        r.error = QStringLiteral("The saved workspace was unreadable (%1); it was kept as %2").arg(why, aside);
+    return QString();
+}
+
+std::optional<QByteArray> readWorkspaceBytes(const QString& path, QString* why) {
+    // Checked before opening: a FIFO would block open() and a device or a huge file
+    // would be read whole into memory.
+    const QFileInfo info(path);
+    QString problem;
+    if (info.isDir()) {
+        problem = QStringLiteral("it is a folder, not a file");
+    } else if (!info.exists()) {
+        problem = info.isSymLink() ? QStringLiteral("it is a dangling symbolic link") : QStringLiteral("it does not exist");
+    } else if (!info.isFile()) {
+        problem = QStringLiteral("it is not a regular file (a FIFO, socket or device)");
+    } else if (info.size() > kMaxWorkspaceBytes) {
+        problem = QStringLiteral("it is %1 bytes; the limit is %2 bytes").arg(info.size()).arg(kMaxWorkspaceBytes);
     } else {
-        r.error = QStringLiteral("The saved workspace %1 is unreadable (%2) and could not be moved aside")
+        QFile file(path);
+        if (!file.open(QIODevice::ReadOnly)) {
+            problem = QStringLiteral("cannot read it: %1").arg(file.errorString());
+        } else {
+            // A bounded read: the file may have grown since the check.
+            QByteArray bytes = file.read(kMaxWorkspaceBytes + 1);
+            if (bytes.size() <= kMaxWorkspaceBytes) return bytes;
+            problem = QStringLiteral("it is larger than %1 bytes, the limit").arg(kMaxWorkspaceBytes);
+        }
+    }
+    if (why) *why = problem;
+    return std::nullopt;
+}
+
+LoadedWorkspace loadWorkspace(const QString& path, const QDateTime& now) {
+    LoadedWorkspace r;
+    const QFileInfo info(path);
+    if (!info.exists() && !info.isSymLink()) return r;
+    QString why;
+    if (const std::optional<QByteArray> bytes = readWorkspaceBytes(path, &why)) {
+        r.workspace = workspaceFromJson(*bytes, &why);
+        if (r.workspace) return r;
+    }
+    const QString aside = freeSiblingName(path, QStringLiteral("corrupt"), now);
+    if (!aside.isEmpty() && QFile::rename(path, aside)) {
+        r.movedAsideTo = aside;
+        r.error = QStringLiteral("The saved workspace %1 was unreadable (%2); it was kept as %3").arg(path, why, aside);
+    } else {
+        r.keptInPlace = true;
+        r.error = QStringLiteral("The saved workspace %1 is unreadable (%2) and could not be moved aside; it was kept "
+                                 "where it is")
                       .arg(path, why);
     }
     return r;

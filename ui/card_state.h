@@ -3,6 +3,7 @@
 // files store a list of them; the run request is built from them.
 #pragma once
 
+#include <QDateTime>
 #include <QJsonObject>
 #include <QString>
 #include <QStringList>
@@ -68,15 +69,32 @@ std::optional<Workspace> workspaceFromJson(const QByteArray& json, QString* erro
 // Writes atomically (QSaveFile): a crash mid-write leaves the previous file whole.
 bool saveWorkspace(const QString& path, const Workspace& w, WithAnswers answers, QString* error);
 
+// A workspace file larger than this is refused (not read): a real one with thousands of
+// cards and answers is a few MiB.
+constexpr qint64 kMaxWorkspaceBytes = 64LL * 1024 * 1024;
+
+// The bytes of a workspace or question-set file, after checking (before opening it)
+// that it is a regular file of at most kMaxWorkspaceBytes. On failure sets `why`.
+std::optional<QByteArray> readWorkspaceBytes(const QString& path, QString* why);
+
 struct LoadedWorkspace {
-    std::optional<Workspace> workspace;   // empty: no file, or a corrupt one
-    QString error;                        // set for a corrupt file
-    QString movedAsideTo;                 // where the corrupt file now is
+    std::optional<Workspace> workspace;   // empty: no file, or one that could not be used
+    QString error;                        // set when the file could not be used
+    QString movedAsideTo;                 // where the unusable file now is
+    // True when the unusable file is still at the workspace path (it could not be moved
+    // aside): saving there would destroy it, so the caller must save somewhere else.
+    bool keptInPlace = false;
 };
 
-// Reads the workspace; a file that cannot be parsed is renamed to
-// "<path>.corrupt-<timestamp>" (kept for the user, never silently dropped).
-LoadedWorkspace loadWorkspace(const QString& path);
+// A name next to `path` that does not exist yet: "<path>.<tag>-yyyyMMdd-HHmmss", then
+// "-1", "-2", ... Empty when `maxTries` names are all taken.
+QString freeSiblingName(const QString& path, const QString& tag, const QDateTime& now, int maxTries = 100);
+
+// Reads the workspace. A file that cannot be used (not JSON, not a workspace, larger
+// than kMaxWorkspaceBytes, not a regular file, unreadable) is never read past the
+// check that refuses it, and is renamed to a free "<path>.corrupt-<timestamp>[-N]"
+// (kept for the user, never silently dropped). `now` names the backup.
+LoadedWorkspace loadWorkspace(const QString& path, const QDateTime& now = QDateTime::currentDateTime());
 
 // Markdown with the model, each card's settings, answer and stats.
 QString answersMarkdown(const Workspace& w);

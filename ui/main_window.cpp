@@ -2,11 +2,13 @@
 
 #include <QAction>
 #include <algorithm>
+#include <cmath>
 #include <QCheckBox>
 #include <QCloseEvent>
 #include <QDateTime>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QElapsedTimer>
 #include <QDir>
 #include <QFile>
 #include <QFileDialog>
@@ -49,6 +51,10 @@ namespace {
 
 constexpr int kAutosaveMs = 700;
 constexpr int kPreviewMs = 400;
+// A workspace's first cards are created at once (a small one appears whole with the
+// window); the rest in slices of about kLoadSliceMs between which the event loop runs.
+constexpr int kFirstCards = 24;
+constexpr int kLoadSliceMs = 25;
 
 QVector<CardState> firstRunCards() {
     QVector<CardState> cards;
@@ -153,8 +159,15 @@ void MainWindow::restoreSettings() {
     restoring_ = true;
     restoreGeometry(s.value(QLatin1String(kSettingGeometry)).toByteArray());
     restoreState(s.value(QLatin1String(kSettingState)).toByteArray());
-    const int precision = s.value(QLatin1String(kSettingPrecision), kPrecisionAuto).toInt();
-    if (precision >= kPrecision4Bit && precision <= kPrecisionAuto) precision_->setCurrentIndex(precision);
+    // A settings file edited by hand (or by another version) may hold anything: what
+    // cannot be used is named in the window and replaced by the default.
+    QStringList ignored;
+    bool ok = false;
+    const QVariant precisionValue = s.value(QLatin1String(kSettingPrecision), kPrecisionAuto);
+    const int precision = precisionValue.toInt(&ok);
+    if (ok && precision >= kPrecision4Bit && precision <= kPrecisionAuto) precision_->setCurrentIndex(precision);
+    else ignored << QStringLiteral("%1 = %2 is not a precision row 0 to 3 (using auto)")
+                        .arg(QLatin1String(kSettingPrecision), precisionValue.toString());
     const int device = s.value(QLatin1String(kSettingDevice), 0).toInt();
     if (device == 1 && kev::engine_info().cuda_available) device_->setCurrentIndex(1);
     // A remembered adapter folder that is gone (moved, deleted) falls back to the demo.
@@ -162,7 +175,24 @@ void MainWindow::restoreSettings() {
     const QString saved = s.value(QLatin1String(kSettingLoraPath), demo).toString();
     setLoraPath(QFileInfo(saved).isDir() ? saved : demo);
     lora_->setChecked(s.value(QLatin1String(kSettingLoraOn), false).toBool());
-    loraScale_->setValue(s.value(QLatin1String(kSettingLoraScale), 1.0).toDouble());
+    const QVariant scaleValue = s.value(QLatin1String(kSettingLoraScale), 1.0);
+    const double scale = scaleValue.toDouble(&ok);
+    if (ok && std::isfinite(scale) && scale >= loraScale_->minimum() && scale <= loraScale_->maximum()) {
+        loraScale_->setValue(scale);
+    } else {
+        loraScale_->setValue(1.0);
+        ignored << QStringLiteral("%1 = %2 is not a number from %3 to %4 (using 1)")
+                       .arg(QLatin1String(kSettingLoraScale), scaleValue.toString())
+                       .arg(loraScale_->minimum())
+                       .arg(loraScale_->maximum());
+    }
+    // A folder that is not an adapter is reported when the adapter is loaded.
+    if (saved != demo && !QFileInfo(saved).isDir()) {
+        ignored << QStringLiteral("%1 = %2 is not a folder (using the demo adapter)").arg(QLatin1String(kSettingLoraPath), saved);
+    }
+    if (!ignored.isEmpty())
+        showWindowMessage(QStringLiteral("Settings in %1 were ignored: %2.").arg(s.fileName(), ignored.join(QStringLiteral("; "))),
+                          Tone::Error);
     restoring_ = false;
 }
 
@@ -186,8 +216,25 @@ void MainWindow::setLoraPath(const QString& dir) {
 QString MainWindow::loraModeText() const { return loraMode_->text(); }
 
 void MainWindow::restoreWorkspace() {
-    const LoadedWorkspace loaded = loadWorkspace(workspacePath());
-    if (!loaded.error.isEmpty()) showWindowMessage(loaded.error, Tone::Error);
+    const QString path = workspacePath();
+    const LoadedWorkspace loaded = loadWorkspace(path);
+    autosavePath_ = path;
+    QString message = loaded.error;
+    if (loaded.keptInPlace) {
+        // The unreadable file is still at `path`: saving there would destroy it.
+        autosavePath_ = freeSiblingName(path, QStringLiteral("unsaved"), QDateTime::currentDateTime());
+        const QString note = autosavePath_.isEmpty()
+                                 ? QStringLiteral("Autosave is off: the workspace file %1 is unreadable and was not "
+                                                  "replaced. Save your cards with File ▸ Save question set.").arg(path)
+                                 : QStringLiteral("Autosave writes to %1: the workspace file %2 is unreadable and was "
+                                                  "not replaced.").arg(autosavePath_, path);
+        message += QStringLiteral(". ") + note;
+        autosaveNote_->setText(autosavePath_.isEmpty() ? QStringLiteral("Autosave off")
+                                                       : QStringLiteral("Autosave: %1").arg(QFileInfo(autosavePath_).fileName()));
+        autosaveNote_->setToolTip(note);
+        autosaveNote_->setVisible(true);
+    }
+    if (!message.isEmpty()) showWindowMessage(message, Tone::Error);
     Workspace w;
     if (loaded.workspace && !loaded.workspace->cards.isEmpty()) {
         w = *loaded.workspace;
@@ -204,12 +251,52 @@ void MainWindow::setWorkspace(const Workspace& w) {
         c->deleteLater();
     }
     cards_.clear();
-    for (const CardState& c : w.cards) addCard(c);
+    ++loadGeneration_;
+    pendingCards_ = w.cards;
+    pendingNext_ = 0;
     sharedContext_->setPlainText(w.sharedContext);
     if (!w.sharedContext.isEmpty()) sharedToggle_->setChecked(true);
+    createPendingCards(kFirstCards);
     restoring_ = false;
+    if (loadingWorkspace()) {
+        showWorkspaceProgress();
+        QTimer::singleShot(0, this, [this, g = loadGeneration_] { continueLoading(g); });
+    } else {
+        Q_EMIT workspaceLoaded();
+    }
     scheduleAutosave();
     schedulePreview();
+}
+
+void MainWindow::createPendingCards(int count) {
+    for (int i = 0; i < count && loadingWorkspace(); ++i) addCard(pendingCards_[pendingNext_++]);
+}
+
+void MainWindow::continueLoading(int generation) {
+    if (generation != loadGeneration_ || !loadingWorkspace()) return;
+    QElapsedTimer slice;
+    slice.start();
+    restoring_ = true;
+    while (loadingWorkspace() && slice.elapsed() < kLoadSliceMs) createPendingCards(1);
+    restoring_ = false;
+    showWorkspaceProgress();
+    if (loadingWorkspace()) {
+        QTimer::singleShot(0, this, [this, generation] { continueLoading(generation); });
+        return;
+    }
+    pendingCards_.clear();
+    pendingNext_ = 0;
+    updateActions();
+    schedulePreview();
+    Q_EMIT workspaceLoaded();
+}
+
+void MainWindow::showWorkspaceProgress() {
+    const int total = static_cast<int>(pendingCards_.size());
+    const int done = static_cast<int>(pendingNext_);
+    workspaceProgress_->setText(QStringLiteral("Loading workspace: %1 / %2 cards").arg(done).arg(total));
+    workspaceProgress_->setVisible(loadingWorkspace());
+    Q_EMIT workspaceProgress(done, total);
 }
 
 Workspace MainWindow::workspace() const {
@@ -217,13 +304,18 @@ Workspace MainWindow::workspace() const {
     w.sharedContext = sharedContext_->toPlainText();
     w.model = engine_->hasModel() ? engine_->model().path : modelPath_;
     for (const QuestionCard* c : cards_) w.cards.push_back(c->state());
+    for (qsizetype i = pendingNext_; i < pendingCards_.size(); ++i) w.cards.push_back(pendingCards_[i]);
     return w;
 }
 
 void MainWindow::saveWorkspaceNow() {
     autosave_->stop();
+    if (autosavePath_.isEmpty()) {
+        statusBar()->showMessage(autosaveNote_->toolTip());
+        return;
+    }
     QString error;
-    if (!saveWorkspace(workspacePath(), workspace(), WithAnswers::Yes, &error))
+    if (!saveWorkspace(autosavePath_, workspace(), WithAnswers::Yes, &error))
         showWindowMessage(QStringLiteral("Autosave failed: %1").arg(error), Tone::Error);
 }
 
@@ -234,13 +326,13 @@ void MainWindow::scheduleAutosave() {
 }
 
 bool MainWindow::loadQuestionSet(const QString& path) {
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly)) {
-        showWindowMessage(QStringLiteral("Cannot open the question set %1: %2").arg(path, file.errorString()), Tone::Error);
+    QString error;
+    const std::optional<QByteArray> bytes = readWorkspaceBytes(path, &error);
+    if (!bytes) {
+        showWindowMessage(QStringLiteral("Cannot open the question set %1: %2").arg(path, error), Tone::Error);
         return false;
     }
-    QString error;
-    const std::optional<Workspace> w = workspaceFromJson(file.readAll(), &error);
+    const std::optional<Workspace> w = workspaceFromJson(*bytes, &error);
     if (!w || w->cards.isEmpty()) {
         showWindowMessage(QStringLiteral("%1 is not a usable question set: %2")
                               .arg(path, w ? QStringLiteral("it has no cards") : error), Tone::Error);
@@ -322,7 +414,7 @@ QuestionCard* MainWindow::addCard(const CardState& state) {
     connectCard(card);
     cards_.push_back(card);
     cardLayout_->insertWidget(cardLayout_->indexOf(addCardButton_), card);
-    renumberCards();
+    card->setIndex(static_cast<int>(cards_.size()) - 1);  // appended: no other number changes
     scheduleAutosave();
     schedulePreview();
     if (!restoring_) {
@@ -558,6 +650,11 @@ void MainWindow::prepareLora(bool forRun) {
 }
 
 bool MainWindow::runAll() {
+    if (loadingWorkspace()) {
+        showWindowMessage(QStringLiteral("The workspace is still loading (%1 / %2 cards); run again when it is done.")
+                              .arg(pendingNext_).arg(pendingCards_.size()), Tone::Error);
+        return false;
+    }
     prepareLora(/*forRun=*/true);
     const bool started = runs_->runAll(cards_, sharedContext_->toPlainText());
     updateActions();
@@ -585,7 +682,7 @@ void MainWindow::requestPreview() {
         packView_->setMessage(QStringLiteral("The pack appears here once a model is loaded."));
         return;
     }
-    if (isRunning()) return;  // the run's own pack is on show
+    if (isRunning() || loadingWorkspace()) return;  // the run's own pack is on show; or cards are still coming
     // Cards that differ in LoRA cannot share the shared context's keys and values: the
     // preview asks with each card's LoRA use, so it draws the pack the run will make.
     prepareLora(/*forRun=*/false);

@@ -68,8 +68,13 @@ public:
     void stop();
     bool isRunning() const;
 
-    Workspace workspace() const;
+    Workspace workspace() const;  // every card, those still being created included
     void saveWorkspaceNow();
+    // Where autosave writes: the workspace path, or another file when the workspace
+    // there could not be read nor moved aside (empty: autosave is off).
+    QString autosavePath() const { return autosavePath_; }
+    // A large workspace's cards are created a slice at a time from the event loop.
+    bool loadingWorkspace() const { return pendingNext_ < pendingCards_.size(); }
     bool loadQuestionSet(const QString& path);
     bool saveQuestionSet(const QString& path);
     bool exportMarkdown(const QString& path);
@@ -85,6 +90,8 @@ Q_SIGNALS:
     void modelReady();
     void modelFailed(const QString& message);
     void runDone();  // after a run's results (or its failure) reached the cards
+    void workspaceProgress(int done, int total);  // cards created of a workspace being loaded
+    void workspaceLoaded();                       // every card of the workspace exists
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -100,6 +107,9 @@ private:
     void writeSettings();
     void restoreWorkspace();
     void setWorkspace(const Workspace& w);
+    void continueLoading(int generation);
+    void createPendingCards(int count);
+    void showWorkspaceProgress();
     void renumberCards();
     void showWindowMessage(const QString& text, Tone tone);
     void showModelSummary(const QString& path);
@@ -151,6 +161,14 @@ private:
     PackView* packView_ = nullptr;
 
     QList<QuestionCard*> cards_;
+    // The cards of a workspace not yet created (from pendingNext_ on); loadGeneration_
+    // tells a slice of an older load to stop.
+    QVector<CardState> pendingCards_;
+    qsizetype pendingNext_ = 0;
+    int loadGeneration_ = 0;
+    QLabel* workspaceProgress_ = nullptr;
+    QString autosavePath_;
+    QLabel* autosaveNote_ = nullptr;
     QTimer* autosave_ = nullptr;
     QTimer* preview_ = nullptr;
 

@@ -190,6 +190,15 @@ void MainWindow::buildToolbar() {
     connect(cancelLoad_, &QToolButton::clicked, this, [this] { engine_->cancelLoad(); });
     statusBar()->addPermanentWidget(loadProgress_);
     statusBar()->addPermanentWidget(cancelLoad_);
+    workspaceProgress_ = new QLabel(this);
+    workspaceProgress_->setObjectName(QStringLiteral("workspaceProgress"));
+    workspaceProgress_->setVisible(false);
+    statusBar()->addPermanentWidget(workspaceProgress_);
+    autosaveNote_ = new QLabel(this);
+    autosaveNote_->setObjectName(QStringLiteral("autosaveNote"));
+    autosaveNote_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; font-weight: bold; }"));
+    autosaveNote_->setVisible(false);
+    statusBar()->addPermanentWidget(autosaveNote_);
 }
 
 void MainWindow::buildMenus() {

@@ -9,6 +9,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QPlainTextEdit>
 #include <QRegularExpressionValidator>
 #include <QScrollBar>
@@ -17,6 +18,9 @@
 #include <QTextCursor>
 #include <QToolButton>
 #include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
 
 #include "card_colors.h"
 
@@ -27,6 +31,12 @@ namespace {
 constexpr int kSliderSteps = 200;  // 0.00 .. 2.00 in steps of 0.01
 constexpr double kMaxUiTemperature = 2.0;
 const QString kStopSeparator = QStringLiteral("|");
+
+// 100000 as "100000", not "1e+05"; 1e308 as "1e+308".
+QString shortest(double v) {
+    if (std::isfinite(v) && v == std::trunc(v) && std::abs(v) < 1e15) return QString::number(static_cast<qint64>(v));
+    return QString::number(v, 'g', QLocale::FloatingPointShortest);
+}
 
 QToolButton* toolButton(const QString& text, const QString& tip, const QString& name, QWidget* parent) {
     auto* b = new QToolButton(parent);
@@ -229,10 +239,23 @@ CardSettings QuestionCard::settings() const {
 
 void QuestionCard::setSettings(const CardSettings& s) {
     if (question_->toPlainText() != s.question) question_->setPlainText(s.question);
-    temperatureSpin_->setValue(qBound(0.0, s.temperature, kMaxUiTemperature));
-    topP_->setValue(s.topP);
-    topK_->setValue(s.topK);
-    maxNewTokens_->setValue(s.maxNewTokens);
+    // Values from a file may be outside what the controls hold (or not numbers at all):
+    // the card says which one it changed instead of quietly running with another.
+    const CardSettings defaults;
+    QStringList changed;
+    const auto fit = [&changed](const QString& name, double value, double low, double high, double fallback) {
+        if (std::isfinite(value) && value >= low && value <= high) return value;
+        const double used = std::isfinite(value) ? std::clamp(value, low, high) : fallback;
+        changed << QStringLiteral("%1 %2 is outside %3 to %4, using %5")
+                       .arg(name, shortest(value), shortest(low), shortest(high), shortest(used));
+        return used;
+    };
+    temperatureSpin_->setValue(fit(QStringLiteral("temperature"), s.temperature, 0.0, kMaxUiTemperature, defaults.temperature));
+    topP_->setValue(fit(QStringLiteral("top-p"), s.topP, topP_->minimum(), topP_->maximum(), defaults.topP));
+    topK_->setValue(static_cast<int>(fit(QStringLiteral("top-k"), s.topK, topK_->minimum(), topK_->maximum(), defaults.topK)));
+    maxNewTokens_->setValue(static_cast<int>(fit(QStringLiteral("max new tokens"), s.maxNewTokens, maxNewTokens_->minimum(),
+                                                 maxNewTokens_->maximum(), defaults.maxNewTokens)));
+    if (!changed.isEmpty()) showMessage(QStringLiteral("Changed settings: %1.").arg(changed.join(QStringLiteral("; "))));
     seed_->setText(s.seed ? QString::number(*s.seed) : QString());
     stops_->setText(s.stopStrings.join(kStopSeparator));
     lora_->setCurrentIndex(s.lora ? (*s.lora ? 1 : 2) : 0);
@@ -244,9 +267,12 @@ void QuestionCard::setState(const CardState& state) {
     answerView_->setPlainText(answer_.text);
     replay_->setEnabled(!answer_.finish.isEmpty() && !answer_.tokens.isEmpty());
     updateFooter();
+    explainFinish();
 }
 
 void QuestionCard::setIndex(int index) {
+    // Unchanged: nothing to do (a style sheet change repolishes the whole card).
+    if (index == index_ && !title_->text().isEmpty()) return;
     index_ = index;
     title_->setText(QStringLiteral("<b>Card %1</b>").arg(index + 1));
     const QColor c = cardColor(index);
@@ -285,6 +311,16 @@ void QuestionCard::finishAnswer(const CardAnswer& answer) {
     answer_ = answer;
     replay_->setEnabled(!answer_.tokens.isEmpty());
     updateFooter();
+    explainFinish();
+}
+
+void QuestionCard::explainFinish() {
+    // Without this the card would end with an empty or cut answer and no reason.
+    if (answer_.finish != QString::fromLatin1(kev::to_string(kev::FinishReason::NonFinite))) return;
+    showMessage(QStringLiteral("Stopped: the model produced NaN/Inf at token %1 (its logits were not finite numbers), "
+                               "so nothing more could be sampled. The model's weights or the chosen precision are "
+                               "broken; try fp32 or another model file.")
+                    .arg(answer_.generatedTokens + 1));
 }
 
 void QuestionCard::setRunning(bool running) {

@@ -61,6 +61,7 @@ Q_SIGNALS:
 
 private:
     void updateFooter();
+    void explainFinish();  // a visible reason for a finish that is a failure
     void setTemperatureFromSlider(int value);
     void setTemperatureFromSpin(double value);
 
