@@ -44,7 +44,13 @@ BpeModel::BpeModel(std::unordered_map<std::string, TokenId> vocab,
         joined = a;
         joined += b;
         auto im = vocab_.find(joined);
-        if (ia == vocab_.end() || ib == vocab_.end() || im == vocab_.end()) continue;
+        // As the tokenizers library refuses such a file (MergeTokenOutOfVocabulary): a merge
+        // whose parts or result are not tokens cannot be what the model was trained with.
+        if (ia == vocab_.end() || ib == vocab_.end() || im == vocab_.end()) {
+            const std::string& missing = ia == vocab_.end() ? a : ib == vocab_.end() ? b : joined;
+            throw Error(ErrorCode::Format, "merge " + std::to_string(this_rank) + " ('" + a + " " + b + "') needs '" +
+                                               missing + "', which is not in the vocabulary");
+        }
         const std::uint64_t key = pair_key(ia->second, ib->second);
         std::uint64_t slot = mix(key) & mask_;
         while (merges_[slot].key != ~0ull && merges_[slot].key != key) slot = (slot + 1) & mask_;

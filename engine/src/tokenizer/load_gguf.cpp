@@ -48,6 +48,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
         throw Error(ErrorCode::Format, where + ": tokenizer.ggml.tokens holds " + std::to_string(tokens->size()) +
                                            " tokens; the most Kev takes is " + std::to_string(tok::kMaxTokenId + 1));
     const auto types = gguf.get_ints("tokenizer.ggml.token_type").value_or(std::vector<std::int64_t>());
+    if (!types.empty() && types.size() != tokens->size())
+        throw Error(ErrorCode::Format, where + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) +
+                                           " entries for " + std::to_string(tokens->size()) + " tokens");
 
     auto impl = std::make_unique<Impl>();
     impl->kind = TokenizerKind::ByteLevelBpe;
@@ -76,7 +79,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
             key.clear();
             for (unsigned char c : t) key += tok::byte_to_unicode()[c];
         }
-        vocab[key] = static_cast<TokenId>(id);
+        const auto [at, fresh] = vocab.emplace(std::move(key), static_cast<TokenId>(id));
+        if (!fresh)
+            throw Error(ErrorCode::Format, where + ": tokenizer.ggml.tokens: token " + std::to_string(id) + " ('" + t +
+                                               "') repeats token " + std::to_string(at->second));
     }
 
     std::vector<std::pair<std::string, std::string>> merges;
@@ -107,7 +113,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
             opt.ignore_merges = true;
             break;
     }
-    impl->bpe = std::make_unique<tok::BpeModel>(std::move(vocab), merges, opt);
+    try {
+        impl->bpe = std::make_unique<tok::BpeModel>(std::move(vocab), merges, opt);
+    } catch (const Error& e) {
+        throw Error(e.code(), where + ": tokenizer.ggml.merges: " + e.what());
+    }
 
     // token_type 3 = CONTROL (special), 4 = USER_DEFINED (added, matched whole, not special).
     for (std::size_t id = 0; id < types.size() && id < tokens->size(); ++id) {

@@ -111,7 +111,11 @@ void apply_tokenizer_config(Tokenizer::Impl& impl, const std::string& path, Spec
             impl.chat_template = t.get<std::string>();
         } else if (t.is_array()) {
             for (const json& entry : t)
-                if (entry.value("name", "") == "default") impl.chat_template = entry.value("template", "");
+                if (entry.is_object() && entry.value("name", json()) == "default" && entry.value("template", json()).is_string())
+                    impl.chat_template = entry["template"].get<std::string>();
+        } else if (!t.is_null()) {
+            throw Error(ErrorCode::Format, path + ": chat_template is " + t.dump().substr(0, 40) +
+                                               ", neither a template nor a list of named templates");
         }
     }
     if (cfg.contains("bos_token")) names.bos = token_name(cfg["bos_token"]);
@@ -150,6 +154,8 @@ Tokenizer Tokenizer::from_hf_files(const std::string& tokenizer_json, const std:
         const json decoder = j.value("decoder", json());
         if (decoder.is_object() && decoder.value("type", "") == "ByteLevel") byte_level = true;
 
+        if (!model.at("vocab").is_object() || model["vocab"].empty())
+            throw Error(ErrorCode::Format, where + ": model.vocab must be a non-empty object of token -> id");
         std::unordered_map<std::string, TokenId> vocab;
         vocab.reserve(model.at("vocab").size());
         for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it)
@@ -157,6 +163,7 @@ Tokenizer Tokenizer::from_hf_files(const std::string& tokenizer_json, const std:
 
         std::vector<std::pair<std::string, std::string>> merges;
         const json& jm = model.value("merges", json::array());
+        if (!jm.is_array()) throw Error(ErrorCode::Format, where + ": model.merges is " + jm.dump().substr(0, 40) + ", not a list");
         merges.reserve(jm.size());
         for (const json& m : jm) {
             if (m.is_string()) {
@@ -182,7 +189,11 @@ Tokenizer Tokenizer::from_hf_files(const std::string& tokenizer_json, const std:
             if (it != vocab.end()) opt.unk = it->second;
         }
         impl->kind = byte_level ? TokenizerKind::ByteLevelBpe : TokenizerKind::Bpe;
-        impl->bpe = std::make_unique<tok::BpeModel>(std::move(vocab), merges, opt);
+        try {
+            impl->bpe = std::make_unique<tok::BpeModel>(std::move(vocab), merges, opt);
+        } catch (const Error& e) {
+            throw Error(e.code(), where + ": model.merges: " + e.what());
+        }
 
         const json added = j.value("added_tokens", json::array());
         if (!added.is_array()) throw Error(ErrorCode::Format, where + ": added_tokens is not a list");
@@ -190,7 +201,9 @@ Tokenizer Tokenizer::from_hf_files(const std::string& tokenizer_json, const std:
             const json& a = added[k];
             tok::AddedToken t;
             t.id = tok::token_id(a.at("id"), where, "added_tokens[" + std::to_string(k) + "].id");
-            t.content = a.at("content").get<std::string>();
+            if (!a.contains("content") || !a["content"].is_string())
+                throw Error(ErrorCode::Format, where + ": added_tokens[" + std::to_string(k) + "].content is not a string");
+            t.content = a["content"].get<std::string>();
             t.special = a.value("special", false);
             t.lstrip = a.value("lstrip", false);
             t.rstrip = a.value("rstrip", false);
