@@ -2,12 +2,18 @@
 # Kev set-up: installs what is missing, builds, then runs the app or the tests.
 #
 #   packaging/setup.sh run  [-- kev arguments]   set up, build, start the app
-#   packaging/setup.sh test                      set up (with test references), build, run ctest
+#   packaging/setup.sh test                      set up (with test references), build, run ctest,
+#                                                then the sanitizer tests and the fuzz targets
 #   packaging/setup.sh build                     set up and build only
+#
+# `test` phases can be skipped locally (CI runs them all): KEV_SKIP_SANITIZE=1 (the
+# ASan/UBSan build in build-asan/ and `ctest -L sanitize` there), KEV_SKIP_FUZZ=1 (the
+# libFuzzer targets in build-fuzz/, KEV_FUZZ_SECONDS each, default 60; tests/fuzz/README.md).
 #
 # Idempotent: each step checks first and says what it does. Works as root or through
 # sudo. Nothing is downloaded except Debian packages (apt) and PyPI packages (pip).
 set -euo pipefail
+SETUP_START=$(date +%s)
 
 MODE="${1:-run}"
 shift || true
@@ -41,6 +47,9 @@ APT_PACKAGES=(
   fonts-dejavu-core               # text when rendering offscreen or under Xvfb
   xvfb xauth                      # a display for the app on a headless machine
 )
+# The fuzz targets (setup.sh test): clang with libFuzzer (libclang_rt.fuzzer-x86_64.a is in
+# libclang-rt-14-dev on Debian 12). The ASan/UBSan runtimes of g++ come with it.
+[[ "$MODE" == test ]] && APT_PACKAGES+=(clang libclang-rt-14-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -96,17 +105,71 @@ else
   say "built-in model: present (${MODEL_LINK#"$ROOT/"})"
 fi
 
+# --- phase timing: each phase's wall time, and a summary however the run ends ----------
+PHASES=()
+phase_start=0
+phase() {  # phase NAME: ends the running phase (if any) and starts NAME
+  local now; now=$(date +%s)
+  if [[ -n "${phase_name:-}" ]]; then
+    PHASES+=("$phase_name: $((now - phase_start)) s")
+    say "$phase_name: $((now - phase_start)) s"
+  fi
+  phase_name="${1:-}"
+  phase_start=$now
+}
+summary() {
+  local rc=$?
+  phase
+  ((${#PHASES[@]})) && say "wall time per phase: $(IFS=';'; echo "${PHASES[*]}" | sed 's/;/, /g')"
+  say "total: $(( $(date +%s) - SETUP_START )) s"
+  ((rc)) && say "FAILED (exit $rc) in the phase above"
+  return $rc
+}
+trap summary EXIT
+
 # --- build ------------------------------------------------------------------------
+phase build
 say "configuring and building in ${BUILD#"$ROOT/"} with $JOBS jobs"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKEV_BUILTIN_MODEL="$MODEL_LINK" >/dev/null
 cmake --build "$BUILD" -j "$JOBS"
+phase
 
 case "$MODE" in
   build) say "built: ${BUILD#"$ROOT/"}/bin" ;;
   test)
+    phase tests
     say "running the test suite"
-    cd "$BUILD"
-    exec ctest --output-on-failure --timeout 3000
+    (cd "$BUILD" && ctest --output-on-failure --timeout 3000)
+    phase
+    if [[ "${KEV_SKIP_SANITIZE:-0}" != 1 ]]; then
+      # Engine-level tests under AddressSanitizer + UBSan (label `sanitize`, chosen in
+      # tests/CMakeLists.txt); suppressions for the uninstrumented libtorch: tests/sanitize/.
+      ASAN_BUILD="${KEV_ASAN_BUILD_DIR:-$ROOT/build-asan}"
+      phase "sanitize build"
+      cmake -S "$ROOT" -B "$ASAN_BUILD" -DKEV_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DKEV_BUILD_UI=ON \
+        -DKEV_BUILTIN_MODEL="$MODEL_LINK" >/dev/null
+      mapfile -t asan_tests < <(cd "$ASAN_BUILD" && ctest -N -L sanitize | sed -n 's/^ *Test *#[0-9]*: *//p')
+      ((${#asan_tests[@]})) || die "no tests labelled 'sanitize' in $ASAN_BUILD"
+      cmake --build "$ASAN_BUILD" -j "$JOBS" --target kev-cli "${asan_tests[@]/#/tst_}"
+      phase "sanitize tests"
+      (cd "$ASAN_BUILD" && ctest --output-on-failure --timeout 3000 -L sanitize)
+      phase
+    else
+      say "sanitizer tests: skipped (KEV_SKIP_SANITIZE=1)"
+    fi
+    if [[ "${KEV_SKIP_FUZZ:-0}" != 1 ]]; then
+      phase "fuzz (build + ${KEV_FUZZ_SECONDS:-60} s per target)"
+      # Seeds include the small files of the malformed-input corpus (tests/corpus).
+      FUZZ_CORPUS="$(mktemp -d)"
+      "$VENV/bin/python" "$ROOT/tests/corpus/make_corpus.py" "$FUZZ_CORPUS" --builtin "$MODEL_LINK" >/dev/null
+      KEV_JOBS="$JOBS" KEV_PYTHON="$VENV/bin/python" KEV_BUILTIN_MODEL="$MODEL_LINK" KEV_FUZZ_CORPUS="$FUZZ_CORPUS" \
+        "$ROOT/tests/fuzz/run.sh"
+      rm -rf "$FUZZ_CORPUS"
+      phase
+    else
+      say "fuzz targets: skipped (KEV_SKIP_FUZZ=1)"
+    fi
     ;;
   run)
     args=("$@")
