@@ -189,6 +189,49 @@ private Q_SLOTS:
         QCOMPARE(k.stop_strings.size(), std::size_t(2));
     }
 
+    // Issue 17: an answer records what it ran with; an edit after it marks it stale.
+    void answerRecordsItsInputsAndGoesStale() {
+        kevui::CardSettings s;
+        s.question = QStringLiteral("Why is the sky blue?");
+        s.temperature = 0.9;
+        kevui::CardAnswer a;
+        a.text = QStringLiteral("Rayleigh scattering.");
+        a.finish = QStringLiteral("eos");
+        a.tokens = {5, 6, 7};
+        a.seedUsed = 42;
+        a.ranWith = s;
+        a.ranWith->seed = 42;
+        a.ranWith->lora = true;
+        a.ranWithSharedContext = QStringLiteral("Physics class.");
+        a.ranWithLoraScale = 0.5;
+        QVERIFY(!kevui::answerIsStale(a, s));  // engine-picked seed, toolbar LoRA: unchanged
+        kevui::CardSettings edited = s;
+        edited.question += QStringLiteral(" Briefly.");
+        QVERIFY(kevui::answerIsStale(a, edited));
+        edited = s;
+        edited.temperature = 0.2;
+        QVERIFY(kevui::answerIsStale(a, edited));
+        edited = s;
+        edited.seed = 7;
+        QVERIFY(kevui::answerIsStale(a, edited));
+
+        kevui::Workspace w;
+        w.cards.push_back({s, a});
+        const auto back = kevui::workspaceFromJson(QJsonDocument(kevui::toJson(w, kevui::WithAnswers::Yes)).toJson(), nullptr);
+        QVERIFY(back && back->cards.size() == 1);
+        const kevui::CardAnswer& r = back->cards[0].answer;
+        QVERIFY(r.ranWith);
+        QCOMPARE(*r.ranWith, *a.ranWith);
+        QCOMPARE(r.ranWithSharedContext, a.ranWithSharedContext);
+        QCOMPARE(r.ranWithLoraScale, 0.5);
+
+        kevui::QuestionCard card;
+        card.setState({s, a});
+        QVERIFY2(!card.footerText().contains(QStringLiteral("stale")), qPrintable(card.footerText()));
+        card.setSettings(edited);
+        QVERIFY2(card.footerText().contains(QStringLiteral("stale")), qPrintable(card.footerText()));
+    }
+
     void workspaceRestoredAfterRestart() {
         {
             kevui::MainWindow w(kNoModel);

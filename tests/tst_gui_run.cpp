@@ -169,6 +169,17 @@ private Q_SLOTS:
         QVERIFY(done.wait(180000));
         QVERIFY2(card->messageText().contains(QStringLiteral("match the packed run")), qPrintable(card->messageText()));
         QCOMPARE(card->answerText(), packedAnswer);  // the replay does not overwrite the card
+
+        // Issue 17: edited after the run, the answer is stale, and Replay replays what it
+        // ran with (it used to replay the edited widgets and report a false difference).
+        kevui::CardSettings edited = card->settings();
+        edited.question += QStringLiteral(" Answer in French.");
+        edited.temperature = 1.7;
+        card->setSettings(edited);
+        QVERIFY2(card->footerText().contains(QStringLiteral("stale")), qPrintable(card->footerText()));
+        QVERIFY(w.replayCard(card));
+        QVERIFY(done.wait(180000));
+        QVERIFY2(card->messageText().contains(QStringLiteral("match the packed run")), qPrintable(card->messageText()));
     }
 
     // The toolbar's LoRA with the demo adapter: a card overriding it off runs beside the
@@ -209,6 +220,10 @@ private Q_SLOTS:
         QVERIFY(done.wait(180000));
         QVERIFY2(w.windowMessage().contains(QStringLiteral("adapter_config.json")), qPrintable(w.windowMessage()));
         QCOMPARE(w.cards()[0]->settings().question, QStringLiteral("Name a fruit."));
+        // Issue 17: the failed run kept every answer (it used to empty every card).
+        QCOMPARE(w.cards()[0]->answerText(), on);
+        QCOMPARE(w.cards()[1]->answerText(), on);
+        QVERIFY2(w.windowMessage().contains(QStringLiteral("previous answers are kept")), qPrintable(w.windowMessage()));
         w.setLoraPath(good);
         lora->setChecked(false);
     }

@@ -29,6 +29,12 @@ QJsonObject answerToJson(const CardAnswer& a) {
     QJsonArray ids;
     for (int t : a.tokens) ids.append(t);
     o[QStringLiteral("tokens")] = ids;
+    if (a.ranWith) {
+        QJsonObject r = toJson(*a.ranWith);
+        r[QStringLiteral("shared_context")] = a.ranWithSharedContext;
+        r[QStringLiteral("lora_scale")] = a.ranWithLoraScale;
+        o[QStringLiteral("ran_with")] = r;
+    }
     return o;
 }
 
@@ -44,6 +50,12 @@ CardAnswer answerFromJson(const QJsonObject& o) {
     const quint64 seed = o.value(QStringLiteral("seed_used")).toString().toULongLong(&ok);
     if (ok) a.seedUsed = seed;
     for (const QJsonValue& v : o.value(QStringLiteral("tokens")).toArray()) a.tokens.push_back(v.toInt());
+    const QJsonValue ran = o.value(QStringLiteral("ran_with"));
+    if (ran.isObject()) {
+        a.ranWith = settingsFromJson(ran.toObject());
+        a.ranWithSharedContext = ran.toObject().value(QStringLiteral("shared_context")).toString();
+        a.ranWithLoraScale = ran.toObject().value(QStringLiteral("lora_scale")).toDouble(1.0);
+    }
     return a;
 }
 
@@ -71,6 +83,14 @@ bool CardSettings::operator==(const CardSettings& o) const {
     return question == o.question && temperature == o.temperature && topP == o.topP &&
            topK == o.topK && maxNewTokens == o.maxNewTokens && seed == o.seed &&
            stopStrings == o.stopStrings && lora == o.lora;
+}
+
+bool answerIsStale(const CardAnswer& answer, const CardSettings& now) {
+    if (!answer.ranWith) return false;
+    CardSettings then = *answer.ranWith;
+    if (!now.seed) then.seed.reset();
+    if (!now.lora) then.lora.reset();
+    return !(then == now);
 }
 
 QJsonObject toJson(const CardSettings& s) {

@@ -42,7 +42,18 @@ struct CardAnswer {
     double timeToFirstTokenS = 0.0;
     std::optional<quint64> seedUsed;
     QVector<int> tokens;                  // generated ids (solo replay compares them)
+    // What this answer ran with: the card's settings as sent (seed: the one used; lora:
+    // resolved against the toolbar), the shared context and the LoRA scale. Replay
+    // replays these, whatever the card shows now. Unset for answers saved before.
+    std::optional<CardSettings> ranWith;
+    QString ranWithSharedContext;
+    double ranWithLoraScale = 1.0;
 };
+
+// True when the card's settings now differ from those its answer ran with (the answer
+// is stale). A seed or LoRA choice the card leaves to the engine or the toolbar counts
+// as unchanged.
+bool answerIsStale(const CardAnswer& answer, const CardSettings& now);
 
 struct CardState {
     CardSettings settings;

@@ -164,6 +164,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
         advancedToggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
     });
     const auto emitChanged = [this] { Q_EMIT changed(); };
+    connect(this, &QuestionCard::changed, this, &QuestionCard::updateFooter);  // "stale" follows edits
     connect(topP_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, emitChanged);
     connect(topK_, qOverload<int>(&QSpinBox::valueChanged), this, emitChanged);
     connect(maxNewTokens_, qOverload<int>(&QSpinBox::valueChanged), this, emitChanged);
@@ -345,6 +346,9 @@ void QuestionCard::updateFooter() {
                        .arg(answer_.tokensPerS, 0, 'f', 1)
                        .arg(answer_.timeToFirstTokenS, 0, 'f', 2);
     if (!answer_.finish.isEmpty()) text += QStringLiteral(" · ") + answer_.finish;
+    // Edited after it answered: the answer no longer belongs to what the card shows
+    // (Replay still replays what it ran with).
+    if (!running_ && answerIsStale(answer_, settings())) text += QStringLiteral(" · stale: edited since");
     footer_->setText(text);
     if (answer_.seedUsed) footer_->setToolTip(QStringLiteral("seed %1").arg(*answer_.seedUsed));
 }

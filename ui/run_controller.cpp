@@ -57,6 +57,7 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     kev::GenerationRequest request;
     request.shared_context = sharedContext.toStdString();
     int problems = 0;
+    QVector<CardSettings> sent;
     for (QuestionCard* card : cards) {
         const CardSettings s = card->settings();
         if (s.question.trimmed().isEmpty()) {
@@ -74,6 +75,9 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
             continue;
         }
         card->clearMessage();
+        CardSettings recorded = s;
+        recorded.lora = c.lora.enabled;
+        sent.push_back(recorded);
         request.cards.push_back(std::move(c));
     }
     if (problems > 0) {
@@ -84,9 +88,14 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     kind_ = Kind::Pack;
     cards_.clear();
     rowOfCard_.clear();
+    sent_ = sent;
+    sentSharedContext_ = sharedContext;
+    sentLoraScale_ = loraScale_;
+    previous_.clear();
     for (int i = 0; i < cards.size(); ++i) {
         cards_.push_back(cards[i]);
         rowOfCard_.push_back(i);
+        previous_.push_back(cards[i]->answer());
         cards[i]->startAnswer();
         cards[i]->setRunning(true);
     }
@@ -102,11 +111,16 @@ bool RunController::replay(QuestionCard* card, int cardIndex, const QString& sha
         card->showMessage(QStringLiteral("Nothing to replay: run the card first."));
         return false;
     }
-    CardSettings s = card->settings();
+    // The inputs the answer ran with, not the card as it is now: an edit made since must
+    // not read as an isolation failure. Answers saved before inputs were recorded replay
+    // the card's current settings.
+    CardSettings s = packed.ranWith ? *packed.ranWith : card->settings();
     s.seed = packed.seedUsed;
+    kev::LoraUse lora = loraFor(s);
+    if (packed.ranWith) lora.scale = static_cast<float>(packed.ranWithLoraScale);
     kev::GenerationRequest request;
-    request.shared_context = sharedContext.toStdString();
-    request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling(), loraFor(s)});
+    request.shared_context = (packed.ranWith ? packed.ranWithSharedContext : sharedContext).toStdString();
+    request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling(), lora});
     // Stop where the packed run stopped, so both answers have the same length to compare.
     request.cards.back().sampling.max_new_tokens = std::max<qsizetype>(1, packed.tokens.size());
     kind_ = Kind::Replay;
@@ -183,7 +197,16 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
             showReplayVerdict(card, result.cards.front());
     } else {
         for (std::size_t i = 0; i < result.cards.size() && static_cast<int>(i) < cards_.size(); ++i) {
-            if (QuestionCard* card = cards_[static_cast<int>(i)]) card->finishAnswer(answerFrom(result.cards[i]));
+            if (QuestionCard* card = cards_[static_cast<int>(i)]) {
+                CardAnswer a = answerFrom(result.cards[i]);
+                if (static_cast<int>(i) < sent_.size()) {
+                    a.ranWith = sent_[static_cast<int>(i)];
+                    a.ranWith->seed = a.seedUsed;
+                    a.ranWithSharedContext = sentSharedContext_;
+                    a.ranWithLoraScale = sentLoraScale_;
+                }
+                card->finishAnswer(a);
+            }
         }
         gauges_->setCacheBytes(result.cache_bytes, GaugePanel::Figure::Measured);
         Q_EMIT statusMessage(QStringLiteral("%1 cards answered in %2 s (prefill %3 tokens in %4 s, %5 forwards)")
@@ -198,7 +221,19 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
 
 void RunController::onRunFailed(RunId, const QString& message) {
     if (kind_ == Kind::Replay && cards_.value(0)) cards_.value(0)->clearMessage();
-    Q_EMIT windowMessage(QStringLiteral("The run failed: %1").arg(message), Tone::Error);
+    bool restored = false;
+    if (kind_ == Kind::Pack) {
+        // Nothing was answered: every card gets back the answer it had.
+        for (int i = 0; i < cards_.size() && i < previous_.size(); ++i) {
+            if (QuestionCard* card = cards_[i]) {
+                card->finishAnswer(previous_[i]);
+                restored = restored || !previous_[i].text.isEmpty();
+            }
+        }
+    }
+    Q_EMIT windowMessage(QStringLiteral("The run failed: %1%2")
+                             .arg(message, restored ? QStringLiteral(" (the previous answers are kept)") : QString()),
+                         Tone::Error);
     endRun();
 }
 
@@ -207,6 +242,7 @@ void RunController::endRun() {
         if (card) card->setRunning(false);
     cards_.clear();
     rowOfCard_.clear();
+    previous_.clear();
     Q_EMIT answersChanged();
     Q_EMIT runDone();
 }

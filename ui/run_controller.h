@@ -58,6 +58,12 @@ private:
     // Request card i answers into cards_[i]; a card removed mid-run becomes null.
     QVector<QPointer<QuestionCard>> cards_;
     QVector<int> rowOfCard_;  // request card -> its place in the row (gauge colours)
+    // A pack's inputs as sent, recorded into each answer; and the answers the cards had
+    // before, put back if the run fails (a run that fails destroys nothing).
+    QVector<CardSettings> sent_;
+    QString sentSharedContext_;
+    double sentLoraScale_ = 1.0;
+    QVector<CardAnswer> previous_;
     bool loraOn_ = false;
     double loraScale_ = 1.0;
 };
