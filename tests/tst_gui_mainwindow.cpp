@@ -77,6 +77,23 @@ private Q_SLOTS:
         w.findChild<QComboBox*>(QStringLiteral("precisionCombo"))->setCurrentIndex(2);
     }
 
+    // Issue 17: settings are written when they change; a crash (no destructor) keeps them.
+    void settingsSavedWhenTheyChange() {
+        auto* w = new kevui::MainWindow(QStringLiteral("/nonexistent/model.gguf"));
+        auto* precision = w->findChild<QComboBox*>(QStringLiteral("precisionCombo"));
+        auto* scale = w->findChild<QDoubleSpinBox*>(QStringLiteral("loraScaleSpin"));
+        QVERIFY(precision && scale);
+        precision->setCurrentIndex(precision->currentIndex() == 1 ? 2 : 1);
+        QCOMPARE(QSettings().value(QStringLiteral("model/precision")).toInt(), precision->currentIndex());
+        w->setLoraPath(kevtest::workDir());
+        QCOMPARE(QSettings().value(QStringLiteral("lora/path")).toString(), kevtest::workDir());
+        const double other = scale->value() == 0.5 ? 0.75 : 0.5;
+        scale->setValue(other);
+        QCOMPARE(QSettings().value(QStringLiteral("lora/scale")).toDouble(), other);
+        delete w;
+        for (const char* key : {"lora/path", "lora/scale", "model/precision"}) QSettings().remove(QLatin1String(key));
+    }
+
     void toolbarSaysWhatIsNotAvailable() {
         QSettings().remove(QStringLiteral("model/precision"));  // a first start
         kevui::MainWindow w(QStringLiteral("/nonexistent/model.gguf"));

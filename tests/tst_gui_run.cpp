@@ -4,6 +4,7 @@
 // the precision toggle reaches the engine; a malformed model keeps the cards' text.
 #include <QAction>
 #include <QCheckBox>
+#include <QLabel>
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QPlainTextEdit>
@@ -430,6 +431,12 @@ private Q_SLOTS:
         QVERIFY(failed.wait(60000));
         QVERIFY2(w.modelStatus().contains(QStringLiteral("Could not load")), qPrintable(w.modelStatus()));
         QVERIFY2(w.modelStatus().contains(QStringLiteral("malformed.gguf")), qPrintable(w.modelStatus()));
+        // Issue 17: the toolbar names the model still loaded (it said "No model").
+        auto* label = w.findChild<QLabel*>(QStringLiteral("modelLabel"));
+        QVERIFY(label);
+        QCOMPARE(label->text(), w.engine()->model().name);
+        w.openModel(kevtest::workDir() + QStringLiteral("/no-such-model.gguf"));
+        QCOMPARE(label->text(), w.engine()->model().name);
         QCOMPARE(w.cards().size(), 3);
         QCOMPARE(w.cards()[0]->settings().question, QStringLiteral("Keep me"));
         QCOMPARE(w.cards()[2]->settings().question, QStringLiteral("Me too"));

@@ -135,6 +135,15 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
         Q_EMIT runDone();
     });
     restoreSettings();
+    // Saved as they change, not only on a clean quit: after a crash the app comes back
+    // with the precision and adapter the user chose.
+    const auto saveSettings = [this] {
+        if (!restoring_) writeSettings();
+    };
+    connect(precision_, qOverload<int>(&QComboBox::currentIndexChanged), this, saveSettings);
+    connect(device_, qOverload<int>(&QComboBox::currentIndexChanged), this, saveSettings);
+    connect(lora_, &QCheckBox::toggled, this, saveSettings);
+    connect(loraScale_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, saveSettings);
     restoreWorkspace();
 
     const kev::EngineInfo info = kev::engine_info();
@@ -211,6 +220,7 @@ void MainWindow::setLoraPath(const QString& dir) {
     loraPath_ = dir;
     loraFailedPath_.clear();
     loraPick_->setToolTip(QStringLiteral("LoRA adapter: %1\nClick to choose another PEFT adapter folder").arg(dir));
+    if (!restoring_) writeSettings();
 }
 
 QString MainWindow::loraModeText() const { return loraMode_->text(); }
@@ -564,11 +574,22 @@ void MainWindow::showModelSummary(const QString& path) {
                               .arg(QLocale().formattedDataSize(s.fileBytes)));
 }
 
+void MainWindow::showLoadedModelName() {
+    // After a failed open the toolbar names the model that still answers, not "No model".
+    if (engine_->hasModel()) {
+        modelLabel_->setText(engine_->model().name);
+        modelPath_ = engine_->model().path;
+    } else {
+        modelLabel_->setText(QStringLiteral("No model"));
+    }
+}
+
 void MainWindow::openModel(const QString& path) {
     modelPath_ = path;
     showModelSummary(path);
     if (!QFileInfo::exists(path)) {
         modelStatus_->setText(QStringLiteral("Model not found: %1").arg(path));
+        showLoadedModelName();
         Q_EMIT modelFailed(modelStatus_->text());
         updateActions();
         return;
@@ -629,6 +650,7 @@ void MainWindow::onLoadFailed(const QString& path, const QString& message) {
         restoring_ = false;
         modelPath_ = engine_->model().path;
     }
+    showLoadedModelName();
     modelStatus_->setText(text);
     updateActions();
     Q_EMIT modelFailed(text);

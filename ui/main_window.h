@@ -113,6 +113,7 @@ private:
     void renumberCards();
     void showWindowMessage(const QString& text, Tone tone);
     void showModelSummary(const QString& path);
+    void showLoadedModelName();
     LoadSettings loadSettings() const;
     void reloadModel();
     void updateActions();
