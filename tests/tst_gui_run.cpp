@@ -5,6 +5,7 @@
 #include <QAction>
 #include <QCheckBox>
 #include <QLabel>
+#include <QStatusBar>
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QPlainTextEdit>
@@ -205,6 +206,12 @@ private Q_SLOTS:
         QVERIFY(w.runAll());
         QVERIFY(done.wait(180000));
         QCOMPARE(w.loraModeText(), QStringLiteral("LoRA: per card"));
+        // Issue 17: a one-card replay (merged, alone) leaves the label of the board's pack.
+        QVERIFY(w.replayCard(w.cards()[0]));
+        QVERIFY(done.wait(180000));
+        QVERIFY2(w.cards()[0]->messageText().contains(QStringLiteral("match the packed run")),
+                 qPrintable(w.cards()[0]->messageText()));
+        QCOMPARE(w.loraModeText(), QStringLiteral("LoRA: per card"));
         const QString on = w.cards()[0]->answerText();
         QVERIFY2(on == on.toUpper() && on != on.toLower(), qPrintable(on));
         QVERIFY2(w.cards()[1]->answerText() != w.cards()[1]->answerText().toUpper(), qPrintable(w.cards()[1]->answerText()));
@@ -289,6 +296,12 @@ private Q_SLOTS:
         QVERIFY(w.windowMessage().contains(QStringLiteral("Nothing ran")));
         QCOMPARE(w.cards()[0]->settings().question, QStringLiteral("One"));
         QCOMPARE(w.cards()[2]->settings().question, QStringLiteral("Three"));
+        // Issue 17: fixing the card clears its mark and the window's "Nothing ran" (they stayed).
+        kevui::CardSettings fixed = w.cards()[1]->settings();
+        fixed.question = QStringLiteral("Two");
+        w.cards()[1]->setSettings(fixed);
+        QVERIFY2(w.cards()[1]->messageText().isEmpty(), qPrintable(w.cards()[1]->messageText()));
+        QVERIFY2(!w.windowMessage().contains(QStringLiteral("Nothing ran")), qPrintable(w.windowMessage()));
     }
 
     void stopEndsTheRunWithinAStep() {
@@ -322,6 +335,9 @@ private Q_SLOTS:
         }
         QCOMPARE(w.cards()[1]->answer().finish, cancelled);
         QVERIFY(w.findChild<QAction*>(QStringLiteral("runAction"))->isEnabled());
+        // Issue 17: the status line counts stopped cards apart (it said "3 cards answered").
+        const QString status = w.statusBar()->currentMessage();
+        QVERIFY2(status.contains(QStringLiteral("stopped")), qPrintable(status));
     }
 
     void precisionToggleReachesTheEngine() {

@@ -397,9 +397,10 @@ bool MainWindow::exportJson(const QString& path) {
 // ---- Cards ---------------------------------------------------------------------------
 
 void MainWindow::connectCard(QuestionCard* card) {
-    connect(card, &QuestionCard::changed, this, [this] {
+    connect(card, &QuestionCard::changed, this, [this, card] {
         scheduleAutosave();
         schedulePreview();
+        if (!restoring_) runs_->recheck(cards_, card);
     });
     connect(card, &QuestionCard::duplicateRequested, this, [this, card] { duplicateCard(card); });
     connect(card, &QuestionCard::removeRequested, this, [this, card] { removeCard(card); });

@@ -42,6 +42,36 @@ kev::LoraUse RunController::loraFor(const CardSettings& s) const {
     return {s.lora.value_or(loraOn_), static_cast<float>(loraScale_)};
 }
 
+QString RunController::problemOf(const QuestionCard* card) const {
+    const CardSettings s = card->settings();
+    if (s.question.trimmed().isEmpty()) return QStringLiteral("This question is empty: type a question or remove the card.");
+    try {
+        s.sampling().validate();
+        loraFor(s).validate();
+    } catch (const kev::Error& e) {
+        return QStringLiteral("Invalid setting: %1").arg(QString::fromStdString(e.what()));
+    }
+    return QString();
+}
+
+void RunController::recheck(const QList<QuestionCard*>& cards, QuestionCard* edited) {
+    if (!problemsShown_) return;
+    if (edited) {
+        const QString said = edited->messageText();
+        const bool flagged = said.startsWith(QStringLiteral("This question is empty")) ||
+                             said.startsWith(QStringLiteral("Invalid setting"));
+        if (flagged && problemOf(edited).isEmpty()) edited->clearMessage();
+    }
+    int problems = 0;
+    for (const QuestionCard* card : cards) problems += problemOf(card).isEmpty() ? 0 : 1;
+    if (problems == 0) {
+        problemsShown_ = false;
+        Q_EMIT windowMessage(QString(), Tone::Note);
+    } else {
+        Q_EMIT windowMessage(QStringLiteral("Nothing ran: %1 card(s) need attention (marked in red).").arg(problems), Tone::Error);
+    }
+}
+
 bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sharedContext) {
     if (running()) return false;
     // While another model or precision loads, the loaded model keeps answering.
@@ -60,17 +90,10 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     QVector<CardSettings> sent;
     for (QuestionCard* card : cards) {
         const CardSettings s = card->settings();
-        if (s.question.trimmed().isEmpty()) {
-            card->showMessage(QStringLiteral("This question is empty: type a question or remove the card."));
-            ++problems;
-            continue;
-        }
         kev::CardRequest c{s.question.toStdString(), s.sampling(), loraFor(s)};
-        try {
-            c.sampling.validate();
-            c.lora.validate();
-        } catch (const kev::Error& e) {
-            card->showMessage(QStringLiteral("Invalid setting: %1").arg(QString::fromStdString(e.what())));
+        const QString problem = problemOf(card);
+        if (!problem.isEmpty()) {
+            card->showMessage(problem);
             ++problems;
             continue;
         }
@@ -81,9 +104,11 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
         request.cards.push_back(std::move(c));
     }
     if (problems > 0) {
+        problemsShown_ = true;
         Q_EMIT windowMessage(QStringLiteral("Nothing ran: %1 card(s) need attention (marked in red).").arg(problems), Tone::Error);
         return false;
     }
+    problemsShown_ = false;
     Q_EMIT windowMessage(QString(), Tone::Note);
     kind_ = Kind::Pack;
     cards_.clear();
@@ -144,7 +169,8 @@ void RunController::onRunStarted(RunId, const PackPreview& pack) {
 }
 
 void RunController::onStep(RunId, const kev::StepEvent& event) {
-    if (event.step == 0) Q_EMIT loraMode(QString::fromLatin1(kev::to_string(event.lora_mode)));
+    // The toolbar's LoRA label describes the board's last pack, not a one-card replay.
+    if (event.step == 0 && kind_ == Kind::Pack) Q_EMIT loraMode(QString::fromLatin1(kev::to_string(event.lora_mode)));
     if (kind_ == Kind::Replay) return;  // the card keeps showing its packed answer
     QVector<QPair<int, double>> rates;
     for (const kev::CardUpdate& u : event.updates) {
@@ -209,8 +235,14 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
             }
         }
         gauges_->setCacheBytes(result.cache_bytes, GaugePanel::Figure::Measured);
-        Q_EMIT statusMessage(QStringLiteral("%1 cards answered in %2 s (prefill %3 tokens in %4 s, %5 forwards)")
-                                 .arg(result.cards.size())
+        // Cards stopped by Esc or their Stop button are not "answered".
+        int stopped = 0;
+        for (const kev::CardResult& r : result.cards) stopped += r.finish == kev::FinishReason::Cancelled ? 1 : 0;
+        const int answered = static_cast<int>(result.cards.size()) - stopped;
+        const QString what = stopped == 0 ? QStringLiteral("%1 cards answered").arg(answered)
+                                          : QStringLiteral("%1 cards answered, %2 stopped").arg(answered).arg(stopped);
+        Q_EMIT statusMessage(QStringLiteral("%1 in %2 s (prefill %3 tokens in %4 s, %5 forwards)")
+                                 .arg(what)
                                  .arg(result.total_s, 0, 'f', 2)
                                  .arg(result.prefill_tokens)
                                  .arg(result.prefill_s, 0, 'f', 2)

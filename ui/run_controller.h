@@ -34,6 +34,11 @@ public:
     // The toolbar's LoRA choice for cards that do not set their own.
     void setLoraDefault(bool on, double scale) { loraOn_ = on, loraScale_ = scale; }
     kev::LoraUse loraFor(const CardSettings& s) const;
+    // Why a card cannot run as it is (empty question, invalid setting); empty when it can.
+    QString problemOf(const QuestionCard* card) const;
+    // After an edit: once "Nothing ran" was said, the cards are checked again, so the
+    // message and the edited card's mark follow the fixes.
+    void recheck(const QList<QuestionCard*>& cards, QuestionCard* edited);
 
 Q_SIGNALS:
     void windowMessage(const QString& text, kevui::Tone tone);
@@ -64,6 +69,7 @@ private:
     QString sentSharedContext_;
     double sentLoraScale_ = 1.0;
     QVector<CardAnswer> previous_;
+    bool problemsShown_ = false;  // the window says "Nothing ran: N card(s) need attention"
     bool loraOn_ = false;
     double loraScale_ = 1.0;
 };
