@@ -10,6 +10,8 @@
 #include <QPlainTextEdit>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QAction>
+#include <QFileInfo>
 #include <QtTest>
 
 #include <sys/stat.h>
@@ -172,6 +174,46 @@ private Q_SLOTS:
     // 500 cards here (KEV_LARGE_WORKSPACE_CARDS=2000 for the measurement in the report):
     // the window is up after the first few, the rest arrive in slices with progress, the
     // event loop runs between them, and an autosave in the middle keeps every card.
+    // Issue 17, problem 3: opening a question set replaced the board (and, by autosave,
+    // its file) without a trace. The board is now kept first, and Restore brings it back.
+    void openingAQuestionSetKeepsTheBoard() {
+        kevui::MainWindow w(kNoModel);
+        QTRY_VERIFY(!w.loadingWorkspace());
+        kevui::CardState mine;
+        mine.settings.question = QStringLiteral("My careful question");
+        mine.answer.text = QStringLiteral("An answer worth keeping");
+        mine.answer.finish = QStringLiteral("eos");
+        w.cards()[0]->setState(mine);
+        const QString set = workspaceDir() + QStringLiteral("/set.json");
+        kevui::Workspace other;
+        kevui::CardState q;
+        q.settings.question = QStringLiteral("From the file");
+        other.cards = {q, q};
+        QString error;
+        QVERIFY2(kevui::saveWorkspace(set, other, kevui::WithAnswers::No, &error), qPrintable(error));
+        QVERIFY(!w.findChild<QAction*>(QStringLiteral("restoreBoardAction"))->isEnabled());
+
+        QVERIFY(w.loadQuestionSet(set));
+        QTRY_VERIFY(!w.loadingWorkspace());
+        QCOMPARE(w.cards().size(), 2);
+        QCOMPARE(w.cards()[0]->settings().question, QStringLiteral("From the file"));
+        const QString kept = w.previousBoardFile();
+        QVERIFY2(kept.contains(QStringLiteral(".before-open-")), qPrintable(kept));
+        QVERIFY2(w.windowMessage().contains(QFileInfo(kept).fileName()), qPrintable(w.windowMessage()));
+        const auto onDisk = kevui::workspaceFromJson(readFile(kept), nullptr);
+        QVERIFY(onDisk && !onDisk->cards.isEmpty());
+        QCOMPARE(onDisk->cards[0].answer.text, mine.answer.text);
+
+        QVERIFY(w.findChild<QAction*>(QStringLiteral("restoreBoardAction"))->isEnabled());
+        QVERIFY(w.restorePreviousBoard());
+        QTRY_VERIFY(!w.loadingWorkspace());
+        QCOMPARE(w.cards()[0]->settings().question, mine.settings.question);
+        QCOMPARE(w.cards()[0]->answerText(), mine.answer.text);
+        // The board Restore replaced (the file's) is kept in turn.
+        QVERIFY(w.previousBoardFile() != kept);
+        QCOMPARE(kevui::workspaceFromJson(readFile(w.previousBoardFile()), nullptr)->cards.size(), 2);
+    }
+
     void largeWorkspaceLoadsInSlices() {
         const int kCards = qEnvironmentVariableIntValue("KEV_LARGE_WORKSPACE_CARDS") > 0
                                ? qEnvironmentVariableIntValue("KEV_LARGE_WORKSPACE_CARDS")

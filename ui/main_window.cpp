@@ -348,9 +348,44 @@ bool MainWindow::loadQuestionSet(const QString& path) {
                               .arg(path, w ? QStringLiteral("it has no cards") : error), Tone::Error);
         return false;
     }
+    // The board being replaced is kept whole first (cards, answers, what they ran with),
+    // and File ▸ Restore the board before Open brings it back. If it cannot be kept,
+    // nothing is replaced.
+    const Workspace current = workspace();
+    const bool worthKeeping = std::any_of(current.cards.begin(), current.cards.end(), [](const CardState& c) {
+        return !c.settings.question.trimmed().isEmpty() || !c.answer.text.isEmpty();
+    });
+    QString kept;
+    if (worthKeeping) {
+        const QString base = autosavePath_.isEmpty() ? workspacePath() : autosavePath_;
+        kept = freeSiblingName(base, QStringLiteral("before-open"), QDateTime::currentDateTime());
+        QString why = QStringLiteral("no free name next to %1").arg(base);
+        if (kept.isEmpty() || !saveWorkspace(kept, current, WithAnswers::Yes, &why)) {
+            showWindowMessage(QStringLiteral("Did not open %1: the current board could not be kept first (%2)").arg(path, why),
+                              Tone::Error);
+            return false;
+        }
+        previousBoard_ = kept;
+        restoreBoard_->setEnabled(true);
+    }
     if (isRunning()) stop();
     setWorkspace(*w);
-    showWindowMessage(QStringLiteral("Loaded %1 questions from %2").arg(w->cards.size()).arg(QFileInfo(path).fileName()), Tone::Note);
+    QString message = QStringLiteral("Loaded %1 questions from %2").arg(w->cards.size()).arg(QFileInfo(path).fileName());
+    if (!kept.isEmpty())
+        message += QStringLiteral(". The previous board was kept as %1 (File ▸ Restore the board before Open).")
+                       .arg(QFileInfo(kept).fileName());
+    showWindowMessage(message, Tone::Note);
+    return true;
+}
+
+bool MainWindow::restorePreviousBoard() {
+    if (previousBoard_.isEmpty()) return false;
+    const QString from = previousBoard_;
+    // Opening it keeps the board it replaces in turn, so Restore can be undone the same way.
+    if (!loadQuestionSet(from)) return false;
+    showWindowMessage(QStringLiteral("Restored the board kept in %1; the one it replaced is in %2.")
+                          .arg(QFileInfo(from).fileName(), QFileInfo(previousBoard_).fileName()),
+                      Tone::Note);
     return true;
 }
 

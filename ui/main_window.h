@@ -75,7 +75,12 @@ public:
     QString autosavePath() const { return autosavePath_; }
     // A large workspace's cards are created a slice at a time from the event loop.
     bool loadingWorkspace() const { return pendingNext_ < pendingCards_.size(); }
+    // Replaces the board with the file's cards, after keeping the current board in a file
+    // next to the workspace (refuses when it cannot be kept).
     bool loadQuestionSet(const QString& path);
+    // Opens the board the last loadQuestionSet replaced (false when there is none).
+    bool restorePreviousBoard();
+    QString previousBoardFile() const { return previousBoard_; }
     bool saveQuestionSet(const QString& path);
     bool exportMarkdown(const QString& path);
     bool exportJson(const QString& path);
@@ -169,6 +174,8 @@ private:
     int loadGeneration_ = 0;
     QLabel* workspaceProgress_ = nullptr;
     QString autosavePath_;
+    QString previousBoard_;             // where the board replaced by the last open was kept
+    QAction* restoreBoard_ = nullptr;
     QLabel* autosaveNote_ = nullptr;
     QTimer* autosave_ = nullptr;
     QTimer* preview_ = nullptr;

@@ -212,6 +212,9 @@ void MainWindow::buildMenus() {
                                                           QStringLiteral("Question sets (*.json)"));
         if (!path.isEmpty()) loadQuestionSet(path);
     });
+    restoreBoard_ = file->addAction(QStringLiteral("Restore the board before Open"), this, [this] { restorePreviousBoard(); });
+    restoreBoard_->setObjectName(QStringLiteral("restoreBoardAction"));
+    restoreBoard_->setEnabled(false);
     file->addAction(QStringLiteral("Save question set…"), this, [this] {
         const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save the question set"), QString(),
                                                           QStringLiteral("Question sets (*.json)"));
