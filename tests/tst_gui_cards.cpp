@@ -8,8 +8,11 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QToolButton>
+#include <QLabel>
+#include <QSet>
 #include <QtTest>
 
+#include "card_colors.h"
 #include "card_state.h"
 #include "gauge_panel.h"
 #include "kev/engine_info.h"
@@ -100,6 +103,45 @@ private Q_SLOTS:
         QCOMPARE(w.cards().at(1)->index(), 1);
         QVERIFY(!w.cards().contains(copy));
         QTest::qWait(0);  // the removed card is deleted later, not under its own click
+    }
+
+    // Issue 17, problem 7: Duplicate and Sweep renumbered and recoloured the cards after
+    // them, so the last run's per-card chips pointed at the wrong cards. A card keeps its
+    // number and colour for life, a new one takes the next number, none is reused.
+    void cardsKeepTheirNumbers() {
+        kevui::MainWindow w(kNoModel);
+        QCOMPARE(w.cards().size(), 3);
+        for (int i = 0; i < 3; ++i) QCOMPARE(w.cards().at(i)->number(), i + 1);
+        auto* title = w.cards().at(1)->findChild<QLabel*>(QStringLiteral("cardTitle"));
+        QVERIFY(title);
+        const QString style = title->styleSheet();
+        w.duplicateCard(w.cards().at(0));
+        QCOMPARE(w.cards().at(1)->number(), 4);  // the copy, next to its source
+        QCOMPARE(w.cards().at(1)->from(), 1);
+        QCOMPARE(w.cards().at(2)->number(), 2);  // unchanged, and so is its colour
+        QCOMPARE(title->styleSheet(), style);
+        QVERIFY2(title->text().contains(QStringLiteral("Card 2")), qPrintable(title->text()));
+        w.sweepCard(w.cards().at(2), 3);
+        QCOMPARE(w.cards().at(3)->number(), 5);
+        QCOMPARE(w.cards().at(4)->number(), 6);
+        QCOMPARE(w.cards().at(4)->from(), 2);
+        QCOMPARE(w.cards().at(5)->number(), 3);
+        w.removeCard(w.cards().last());
+        w.addCard();
+        QCOMPARE(w.cards().last()->number(), 7);  // 3 is gone, not reused
+        // Colours never repeat between the numbers a board is likely to hold.
+        QSet<QRgb> colours;
+        for (int n = 0; n < 300; ++n) colours.insert(kevui::cardColor(n).rgb());
+        QCOMPARE(colours.size(), 300);
+        // Saved and restored with their numbers.
+        const kevui::Workspace saved = w.workspace();
+        const auto back = kevui::workspaceFromJson(QJsonDocument(kevui::toJson(saved, kevui::WithAnswers::Yes)).toJson(), nullptr);
+        QVERIFY(back);
+        for (int i = 0; i < saved.cards.size(); ++i) {
+            QCOMPARE(back->cards[i].number, saved.cards[i].number);
+            QCOMPARE(back->cards[i].from, saved.cards[i].from);
+        }
+        QTest::qWait(0);
     }
 
     void reorderCards() {

@@ -134,6 +134,8 @@ QJsonObject toJson(const Workspace& w, WithAnswers answers) {
     QJsonArray cards;
     for (const CardState& c : w.cards) {
         QJsonObject card = toJson(c.settings);
+        if (c.number > 0) card[QStringLiteral("number")] = c.number;
+        if (c.from > 0) card[QStringLiteral("from")] = c.from;
         if (answers == WithAnswers::Yes) card[QStringLiteral("answer")] = answerToJson(c.answer);
         cards.append(card);
     }
@@ -165,6 +167,9 @@ std::optional<Workspace> workspaceFromJson(const QByteArray& json, QString* erro
         CardState c;
         c.settings = settingsFromJson(v.toObject());
         c.answer = answerFromJson(v.toObject().value(QStringLiteral("answer")).toObject());
+        // Outside 1..1,000,000 a number is not one Kev gave: the board gives a new one.
+        c.number = std::clamp(saturatedInt(v.toObject().value(QStringLiteral("number")), 0), 0, 1000000);
+        c.from = std::clamp(saturatedInt(v.toObject().value(QStringLiteral("from")), 0), 0, 1000000);
         w.cards.push_back(c);
         ++index;
     }

@@ -58,6 +58,10 @@ bool answerIsStale(const CardAnswer& answer, const CardSettings& now);
 struct CardState {
     CardSettings settings;
     CardAnswer answer;
+    // The card's identity: its number ("Card 7") and colour for its whole life, kept when
+    // other cards are added, duplicated, swept, moved or removed (0: not given yet).
+    int number = 0;
+    int from = 0;  // the card this one was duplicated or swept from (0: none)
 };
 
 // A workspace or a question set. Question sets are the same format without answers.

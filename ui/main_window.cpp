@@ -261,6 +261,8 @@ void MainWindow::setWorkspace(const Workspace& w) {
         c->deleteLater();
     }
     cards_.clear();
+    nextNumber_ = 1;
+    for (const CardState& c : w.cards) nextNumber_ = std::max(nextNumber_, c.number + 1);
     ++loadGeneration_;
     pendingCards_ = w.cards;
     pendingNext_ = 0;
@@ -460,7 +462,8 @@ QuestionCard* MainWindow::addCard(const CardState& state) {
     connectCard(card);
     cards_.push_back(card);
     cardLayout_->insertWidget(cardLayout_->indexOf(addCardButton_), card);
-    card->setIndex(static_cast<int>(cards_.size()) - 1);  // appended: no other number changes
+    card->setIndex(static_cast<int>(cards_.size()) - 1);  // appended: no other position changes
+    numberCard(card, state.number, state.from);
     scheduleAutosave();
     schedulePreview();
     if (!restoring_) {
@@ -481,6 +484,7 @@ QuestionCard* MainWindow::duplicateCard(QuestionCard* card) {
     state.settings.temperature = state.settings.temperature + 0.3 <= 2.0 ? state.settings.temperature + 0.3 : 0.0;
     auto* copy = new QuestionCard(cardRow_);
     copy->setState(state);
+    numberCard(copy, 0, card->number());
     connectCard(copy);
     cards_.insert(at + 1, copy);
     cardLayout_->insertWidget(cardLayout_->indexOf(card) + 1, copy);
@@ -534,6 +538,7 @@ void MainWindow::sweepCard(QuestionCard* card, int n, SweepOver over) {
         }
         auto* variant = new QuestionCard(cardRow_);
         variant->setState(CardState{s, {}});
+        numberCard(variant, 0, card->number());
         connectCard(variant);
         cards_.insert(cards_.indexOf(previous) + 1, variant);
         cardLayout_->insertWidget(cardLayout_->indexOf(previous) + 1, variant);
@@ -546,6 +551,15 @@ void MainWindow::sweepCard(QuestionCard* card, int n, SweepOver over) {
 
 void MainWindow::renumberCards() {
     for (int i = 0; i < cards_.size(); ++i) cards_[i]->setIndex(i);
+}
+
+void MainWindow::numberCard(QuestionCard* card, int wanted, int from) {
+    const bool taken = wanted <= 0 || std::any_of(cards_.begin(), cards_.end(), [&](const QuestionCard* c) {
+                           return c != card && c->number() == wanted;
+                       });
+    const int number = taken ? nextNumber_ : wanted;
+    nextNumber_ = std::max(nextNumber_, number + 1);
+    card->setNumber(number, from);
 }
 
 void MainWindow::setSharedContext(const QString& text) {
@@ -720,9 +734,8 @@ bool MainWindow::runAll() {
 }
 
 bool MainWindow::replayCard(QuestionCard* card) {
-    const int at = cards_.indexOf(card);
-    if (at < 0) return false;
-    const bool started = runs_->replay(card, at, sharedContext_->toPlainText());
+    if (cards_.indexOf(card) < 0) return false;
+    const bool started = runs_->replay(card, sharedContext_->toPlainText());
     updateActions();
     return started;
 }
@@ -751,7 +764,7 @@ void MainWindow::requestPreview() {
         const CardSettings s = cards_[i]->settings();
         if (s.question.trimmed().isEmpty()) continue;  // not packable yet
         request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling(), runs_->loraFor(s)});
-        cardOfRequest.push_back(i);
+        cardOfRequest.push_back(cards_[i]->number() - 1);  // its colour and label in the pack view
     }
     if (request.cards.empty()) {
         packView_->setMessage(QStringLiteral("Type a question to see how the cards are packed."));

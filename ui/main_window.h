@@ -115,7 +115,9 @@ private:
     void continueLoading(int generation);
     void createPendingCards(int count);
     void showWorkspaceProgress();
-    void renumberCards();
+    void renumberCards();  // positions only: numbers and colours stay
+    // Gives a card its lasting number: `wanted` when no other card has it, else the next.
+    void numberCard(QuestionCard* card, int wanted, int from);
     void showWindowMessage(const QString& text, Tone tone);
     void showModelSummary(const QString& path);
     void showLoadedModelName();
@@ -172,6 +174,7 @@ private:
     QVector<CardState> pendingCards_;
     qsizetype pendingNext_ = 0;
     int loadGeneration_ = 0;
+    int nextNumber_ = 1;  // the number the next new card gets
     QLabel* workspaceProgress_ = nullptr;
     QString autosavePath_;
     QString previousBoard_;             // where the board replaced by the last open was kept

@@ -203,7 +203,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     connect(copy, &QToolButton::clicked, this, [this] { QApplication::clipboard()->setText(answer_.text); });
 
     setSettings(CardSettings{});
-    setIndex(0);
+    setNumber(1);
     updateFooter();
 }
 
@@ -271,12 +271,16 @@ void QuestionCard::setState(const CardState& state) {
     explainFinish();
 }
 
-void QuestionCard::setIndex(int index) {
+void QuestionCard::setIndex(int index) { index_ = index; }
+
+void QuestionCard::setNumber(int number, int from) {
     // Unchanged: nothing to do (a style sheet change repolishes the whole card).
-    if (index == index_ && !title_->text().isEmpty()) return;
-    index_ = index;
-    title_->setText(QStringLiteral("<b>Card %1</b>").arg(index + 1));
-    const QColor c = cardColor(index);
+    if (number == number_ && from == from_ && !title_->text().isEmpty()) return;
+    number_ = number;
+    from_ = from;
+    title_->setText(from > 0 ? QStringLiteral("<b>Card %1</b> · from %2").arg(number).arg(from)
+                             : QStringLiteral("<b>Card %1</b>").arg(number));
+    const QColor c = cardColor(number - 1);
     title_->setStyleSheet(QStringLiteral("QLabel { background: %1; padding: 2px 6px; border-radius: 3px; }").arg(c.name()));
 }
 

@@ -26,12 +26,17 @@ public:
 
     CardSettings settings() const;
     void setSettings(const CardSettings& s);
-    CardState state() const { return CardState{settings(), answer_}; }
+    CardState state() const { return CardState{settings(), answer_, number_, from_}; }
     void setState(const CardState& state);
 
     // The card's place in the row (1-based in the header) and its colour.
     void setIndex(int index);
-    int index() const { return index_; }
+    int index() const { return index_; }  // position in the row
+    // The card's lasting identity: "Card <number>" in its colour, and the card it came
+    // from (a duplicate or a sweep variant), shown beside it.
+    void setNumber(int number, int from = 0);
+    int number() const { return number_; }
+    int from() const { return from_; }
 
     // Generation feedback.
     void startAnswer();                          // clears the answer, shows "waiting"
@@ -66,6 +71,8 @@ private:
     void setTemperatureFromSpin(double value);
 
     int index_ = 0;
+    int number_ = 0;
+    int from_ = 0;
     CardAnswer answer_;
     bool running_ = false;
     bool syncing_ = false;  // true while one temperature control follows the other

@@ -119,7 +119,7 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     previous_.clear();
     for (int i = 0; i < cards.size(); ++i) {
         cards_.push_back(cards[i]);
-        rowOfCard_.push_back(i);
+        rowOfCard_.push_back(cards[i]->number() - 1);  // gauges and pack view: the card's own colour
         previous_.push_back(cards[i]->answer());
         cards[i]->startAnswer();
         cards[i]->setRunning(true);
@@ -129,7 +129,7 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     return true;
 }
 
-bool RunController::replay(QuestionCard* card, int cardIndex, const QString& sharedContext) {
+bool RunController::replay(QuestionCard* card, const QString& sharedContext) {
     if (running() || !engine_->hasModel()) return false;
     const CardAnswer& packed = card->answer();
     if (packed.tokens.isEmpty() || !packed.seedUsed) {
@@ -150,7 +150,7 @@ bool RunController::replay(QuestionCard* card, int cardIndex, const QString& sha
     request.cards.back().sampling.max_new_tokens = std::max<qsizetype>(1, packed.tokens.size());
     kind_ = Kind::Replay;
     cards_ = {card};
-    rowOfCard_ = {cardIndex};
+    rowOfCard_ = {card->number() - 1};
     card->showMessage(QStringLiteral("Replaying alone…"), Tone::Note);
     engine_->run(request, rowOfCard_);
     return true;

@@ -27,7 +27,7 @@ public:
     // windowMessage) when nothing started.
     bool runAll(const QList<QuestionCard*>& cards, const QString& sharedContext);
     // `card` alone, with the seed and length of its packed answer.
-    bool replay(QuestionCard* card, int cardIndex, const QString& sharedContext);
+    bool replay(QuestionCard* card, const QString& sharedContext);
     void stop();
     void stopCard(QuestionCard* card);  // also when the card is being removed
     bool running() const;
