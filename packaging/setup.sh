@@ -130,8 +130,19 @@ trap summary EXIT
 # --- build ------------------------------------------------------------------------
 phase build
 say "configuring and building in ${BUILD#"$ROOT/"} with $JOBS jobs"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKEV_BUILTIN_MODEL="$MODEL_LINK" >/dev/null
-cmake --build "$BUILD" -j "$JOBS"
+if [[ "$MODE" == run ]]; then
+  # Starting the app: CMake's and the compiler's output go to a log, shown only on failure.
+  mkdir -p "$BUILD"
+  BUILD_LOG="$BUILD/build.log"
+  if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKEV_BUILTIN_MODEL="$MODEL_LINK" &&
+         cmake --build "$BUILD" -j "$JOBS"; } >"$BUILD_LOG" 2>&1; then
+    tail -n 40 "$BUILD_LOG" >&2
+    die "the build failed; the whole output is in ${BUILD_LOG#"$ROOT/"}"
+  fi
+else
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKEV_BUILTIN_MODEL="$MODEL_LINK" >/dev/null
+  cmake --build "$BUILD" -j "$JOBS"
+fi
 phase
 
 case "$MODE" in
@@ -174,7 +185,14 @@ case "$MODE" in
   run)
     args=("$@")
     if [[ -z "${DISPLAY:-}" && -z "${WAYLAND_DISPLAY:-}" ]]; then
-      say "no display found: starting the app under Xvfb (a virtual screen)"
+      say "no display found: Kev runs on a virtual screen (Xvfb), so its window cannot be seen here."
+      say "  To see it, run this command on a desktop, or over 'ssh -X'. Stop it with Ctrl+C."
+      say "  Without a window, kev-cli answers the same cards: ${BUILD#"$ROOT/"}/bin/kev-cli --help"
+      # Qt wants a private runtime folder; a bare session (ssh, CI) has none.
+      if [[ -z "${XDG_RUNTIME_DIR:-}" ]]; then
+        export XDG_RUNTIME_DIR="/tmp/runtime-$(id -un)"
+        mkdir -p -m 700 "$XDG_RUNTIME_DIR"
+      fi
       exec xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/bin/kev" "${args[@]}"
     fi
     say "starting Kev"
