@@ -266,6 +266,19 @@ private Q_SLOTS:
         QCOMPARE(*r.ranWith, *a.ranWith);
         QCOMPARE(r.ranWithSharedContext, a.ranWithSharedContext);
         QCOMPARE(r.ranWithLoraScale, 0.5);
+        QCOMPARE(r.ranWithModel, a.ranWithModel);
+
+        // The Markdown export says what produced each answer, and which answers are stale.
+        w.cards[0].answer.ranWithModel = QStringLiteral("models/tiny.gguf");
+        w.cards[0].answer.ranWithWeights = QStringLiteral("q4_1, bf16");
+        w.cards[0].answer.ranWithKev = QStringLiteral("9.9.9");
+        QString md = kevui::answersMarkdown(w);
+        QVERIFY2(md.contains(QStringLiteral("Ran with: model `models/tiny.gguf`, weights q4_1, bf16, LoRA on (scale 0.5), Kev 9.9.9")),
+                 qPrintable(md));
+        QVERIFY(!md.contains(QStringLiteral("stale")));
+        w.cards[0].settings.temperature = 0.1;
+        md = kevui::answersMarkdown(w);
+        QVERIFY2(md.contains(QStringLiteral("stale: the card was edited after this answer")), qPrintable(md));
 
         kevui::QuestionCard card;
         card.setState({s, a});

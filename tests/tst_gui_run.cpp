@@ -171,6 +171,9 @@ private Q_SLOTS:
         QVERIFY(done.wait(180000));
         QVERIFY2(card->messageText().contains(QStringLiteral("match the packed run")), qPrintable(card->messageText()));
         QCOMPARE(card->answerText(), packedAnswer);  // the replay does not overwrite the card
+        // The answer records what produced it.
+        QCOMPARE(card->answer().ranWithModel, w.engine()->model().path);
+        QVERIFY(!card->answer().ranWithWeights.isEmpty() && !card->answer().ranWithKev.isEmpty());
 
         // Issue 17: edited after the run, the answer is stale, and Replay replays what it
         // ran with (it used to replay the edited widgets and report a false difference).

@@ -33,6 +33,9 @@ QJsonObject answerToJson(const CardAnswer& a) {
         QJsonObject r = toJson(*a.ranWith);
         r[QStringLiteral("shared_context")] = a.ranWithSharedContext;
         r[QStringLiteral("lora_scale")] = a.ranWithLoraScale;
+        r[QStringLiteral("model")] = a.ranWithModel;
+        r[QStringLiteral("weights")] = a.ranWithWeights;
+        r[QStringLiteral("kev_version")] = a.ranWithKev;
         o[QStringLiteral("ran_with")] = r;
     }
     return o;
@@ -55,6 +58,9 @@ CardAnswer answerFromJson(const QJsonObject& o) {
         a.ranWith = settingsFromJson(ran.toObject());
         a.ranWithSharedContext = ran.toObject().value(QStringLiteral("shared_context")).toString();
         a.ranWithLoraScale = ran.toObject().value(QStringLiteral("lora_scale")).toDouble(1.0);
+        a.ranWithModel = ran.toObject().value(QStringLiteral("model")).toString();
+        a.ranWithWeights = ran.toObject().value(QStringLiteral("weights")).toString();
+        a.ranWithKev = ran.toObject().value(QStringLiteral("kev_version")).toString();
     }
     return a;
 }
@@ -257,7 +263,8 @@ QString answersMarkdown(const Workspace& w) {
     int n = 1;
     for (const CardState& c : w.cards) {
         const CardSettings& s = c.settings;
-        md += QStringLiteral("## Card %1\n\n**Question:** %2\n\n").arg(n++).arg(s.question);
+        md += QStringLiteral("## Card %1\n\n**Question:** %2\n\n").arg(c.number > 0 ? c.number : n).arg(s.question);
+        ++n;
         md += QStringLiteral("Settings: temperature %1, top-p %2, top-k %3, max new tokens %4, seed %5\n\n")
                   .arg(s.temperature, 0, 'f', 2)
                   .arg(s.topP, 0, 'f', 2)
@@ -265,6 +272,17 @@ QString answersMarkdown(const Workspace& w) {
                   .arg(s.maxNewTokens)
                   .arg(c.answer.seedUsed ? QString::number(*c.answer.seedUsed)
                                          : (s.seed ? QString::number(*s.seed) : QStringLiteral("random")));
+        if (const std::optional<CardSettings>& r = c.answer.ranWith) {
+            // What produced the answer, so the export stands on its own as a record.
+            md += QStringLiteral("Ran with: model `%1`, weights %2, LoRA %3, Kev %4%5\n\n")
+                      .arg(c.answer.ranWithModel.isEmpty() ? QStringLiteral("?") : c.answer.ranWithModel,
+                           c.answer.ranWithWeights.isEmpty() ? QStringLiteral("?") : c.answer.ranWithWeights,
+                           r->lora.value_or(false) ? QStringLiteral("on (scale %1)").arg(c.answer.ranWithLoraScale)
+                                                   : QStringLiteral("off"),
+                           c.answer.ranWithKev.isEmpty() ? QStringLiteral("?") : c.answer.ranWithKev,
+                           answerIsStale(c.answer, s) ? QStringLiteral(" — stale: the card was edited after this answer")
+                                                      : QString());
+        }
         md += QStringLiteral("**Answer:**\n\n%1\n\n").arg(c.answer.text);
         md += QStringLiteral("_%1 prompt tokens, %2 generated, %3 tok/s, first token after %4 s, finished: %5_\n\n")
                   .arg(c.answer.promptTokens)

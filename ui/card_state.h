@@ -48,6 +48,9 @@ struct CardAnswer {
     std::optional<CardSettings> ranWith;
     QString ranWithSharedContext;
     double ranWithLoraScale = 1.0;
+    QString ranWithModel;      // the model file or folder
+    QString ranWithWeights;    // what its weights were held as ("q4_1 + nf4, bf16")
+    QString ranWithKev;        // Kev's version
 };
 
 // True when the card's settings now differ from those its answer ran with (the answer

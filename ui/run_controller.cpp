@@ -5,6 +5,7 @@
 #include "card_state.h"
 #include "engine_worker.h"
 #include "gauge_panel.h"
+#include "kev/engine_info.h"
 #include "kev/error.h"
 #include "pack_view.h"
 #include "question_card.h"
@@ -230,6 +231,9 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
                     a.ranWith->seed = a.seedUsed;
                     a.ranWithSharedContext = sentSharedContext_;
                     a.ranWithLoraScale = sentLoraScale_;
+                    a.ranWithModel = engine_->model().path;
+                    a.ranWithWeights = engine_->model().weightFormats;
+                    a.ranWithKev = QString::fromStdString(kev::engine_info().kev_version);
                 }
                 card->finishAnswer(a);
             }
