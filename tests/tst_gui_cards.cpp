@@ -10,6 +10,10 @@
 #include <QToolButton>
 #include <QLabel>
 #include <QSet>
+#include <QAbstractButton>
+#include <QAbstractSpinBox>
+#include <QComboBox>
+#include <QLineEdit>
 #include <QtTest>
 
 #include "card_colors.h"
@@ -144,6 +148,29 @@ private Q_SLOTS:
         QTest::qWait(0);
     }
 
+    // Issue 17 (layout): every control a user can reach has an accessible name, and the
+    // labels of the card's settings are buddies of their fields.
+    void everyControlHasAnAccessibleName() {
+        kevui::MainWindow w(kNoModel);
+        w.show();
+        QStringList unnamed;
+        for (QWidget* c : w.findChildren<QWidget*>()) {
+            const bool control = qobject_cast<QAbstractButton*>(c) || qobject_cast<QAbstractSpinBox*>(c) ||
+                                 qobject_cast<QComboBox*>(c) || qobject_cast<QLineEdit*>(c) ||
+                                 qobject_cast<QPlainTextEdit*>(c) || qobject_cast<QSlider*>(c);
+            // Qt's own parts (a spin box's line edit, a toolbar's extension button) are named by their owner.
+            const bool ours = !c->objectName().isEmpty() && !c->objectName().startsWith(QLatin1String("qt_"));
+            if (!control || !ours) continue;
+            const auto* b = qobject_cast<QAbstractButton*>(c);
+            if (c->accessibleName().isEmpty() && !(b && !b->text().trimmed().isEmpty())) unnamed << c->objectName();
+        }
+        QVERIFY2(unnamed.isEmpty(), qPrintable(unnamed.join(QStringLiteral(", "))));
+        for (QLabel* label : w.cards().at(0)->findChildren<QLabel*>()) {
+            if (label->text() == QLatin1String("Min-p") || label->text() == QLatin1String("Seed"))
+                QVERIFY2(label->buddy(), qPrintable(label->text()));
+        }
+    }
+
     void reorderCards() {
         kevui::MainWindow w(kNoModel);
         const QString a = w.cards().at(0)->settings().question;
@@ -217,6 +244,8 @@ private Q_SLOTS:
         s.temperature = 1.25;
         s.topP = 0.9;
         s.topK = 40;
+        s.minP = 0.05;                 // issue 17: min-p and repetition penalty in the card
+        s.repetitionPenalty = 1.15;
         s.maxNewTokens = 77;
         s.seed = 18446744073709551615ull;  // the largest seed survives (stored as text)
         s.stopStrings = {QStringLiteral("\n\n"), QStringLiteral("END")};
@@ -226,7 +255,15 @@ private Q_SLOTS:
         QCOMPARE(back, s);
         const kev::SamplingSettings k = s.sampling();
         QCOMPARE(k.top_k, 40);
+        QCOMPARE(k.min_p, 0.05f);
+        QCOMPARE(k.repetition_penalty, 1.15f);
         QCOMPARE(k.max_new_tokens, 77);
+        // Out of the card's range: replaced, and the card says which.
+        kevui::CardSettings wild = s;
+        wild.repetitionPenalty = 1e9;
+        card.setSettings(wild);
+        QCOMPARE(card.settings().repetitionPenalty, 3.0);
+        QVERIFY2(card.messageText().contains(QStringLiteral("repetition penalty")), qPrintable(card.messageText()));
         QCOMPARE(*k.seed, 18446744073709551615ull);
         QCOMPARE(k.stop_strings.size(), std::size_t(2));
     }

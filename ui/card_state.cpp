@@ -79,6 +79,8 @@ kev::SamplingSettings CardSettings::sampling() const {
     s.temperature = static_cast<float>(temperature);
     s.top_p = static_cast<float>(topP);
     s.top_k = topK;
+    s.min_p = static_cast<float>(minP);
+    s.repetition_penalty = static_cast<float>(repetitionPenalty);
     s.max_new_tokens = maxNewTokens;
     if (seed) s.seed = *seed;
     for (const QString& stop : stopStrings) s.stop_strings.push_back(stop.toStdString());
@@ -87,7 +89,8 @@ kev::SamplingSettings CardSettings::sampling() const {
 
 bool CardSettings::operator==(const CardSettings& o) const {
     return question == o.question && temperature == o.temperature && topP == o.topP &&
-           topK == o.topK && maxNewTokens == o.maxNewTokens && seed == o.seed &&
+           topK == o.topK && minP == o.minP && repetitionPenalty == o.repetitionPenalty &&
+           maxNewTokens == o.maxNewTokens && seed == o.seed &&
            stopStrings == o.stopStrings && lora == o.lora;
 }
 
@@ -105,6 +108,8 @@ QJsonObject toJson(const CardSettings& s) {
     o[QStringLiteral("temperature")] = s.temperature;
     o[QStringLiteral("top_p")] = s.topP;
     o[QStringLiteral("top_k")] = s.topK;
+    o[QStringLiteral("min_p")] = s.minP;
+    o[QStringLiteral("repetition_penalty")] = s.repetitionPenalty;
     o[QStringLiteral("max_new_tokens")] = s.maxNewTokens;
     // A 64-bit seed does not survive a JSON double: stored as a decimal string.
     o[QStringLiteral("seed")] = s.seed ? QJsonValue(QString::number(*s.seed)) : QJsonValue();
@@ -118,6 +123,8 @@ CardSettings settingsFromJson(const QJsonObject& o) {
     s.question = o.value(QStringLiteral("question")).toString();
     s.temperature = o.value(QStringLiteral("temperature")).toDouble(s.temperature);
     s.topP = o.value(QStringLiteral("top_p")).toDouble(s.topP);
+    s.minP = o.value(QStringLiteral("min_p")).toDouble(s.minP);
+    s.repetitionPenalty = o.value(QStringLiteral("repetition_penalty")).toDouble(s.repetitionPenalty);
     // Read as numbers and saturated, not toInt(): that turns 4294967297 into the default
     // without a word. The card says when a value is outside what it can hold.
     s.topK = saturatedInt(o.value(QStringLiteral("top_k")), s.topK);
@@ -265,13 +272,16 @@ QString answersMarkdown(const Workspace& w) {
         const CardSettings& s = c.settings;
         md += QStringLiteral("## Card %1\n\n**Question:** %2\n\n").arg(c.number > 0 ? c.number : n).arg(s.question);
         ++n;
-        md += QStringLiteral("Settings: temperature %1, top-p %2, top-k %3, max new tokens %4, seed %5\n\n")
+        md += QStringLiteral("Settings: temperature %1, top-p %2, top-k %3, min-p %6, repetition penalty %7, "
+                             "max new tokens %4, seed %5\n\n")
                   .arg(s.temperature, 0, 'f', 2)
                   .arg(s.topP, 0, 'f', 2)
                   .arg(s.topK)
                   .arg(s.maxNewTokens)
                   .arg(c.answer.seedUsed ? QString::number(*c.answer.seedUsed)
-                                         : (s.seed ? QString::number(*s.seed) : QStringLiteral("random")));
+                                         : (s.seed ? QString::number(*s.seed) : QStringLiteral("random")))
+                  .arg(s.minP, 0, 'f', 2)
+                  .arg(s.repetitionPenalty, 0, 'f', 2);
         if (const std::optional<CardSettings>& r = c.answer.ranWith) {
             // What produced the answer, so the export stands on its own as a record.
             md += QStringLiteral("Ran with: model `%1`, weights %2, LoRA %3, Kev %4%5\n\n")

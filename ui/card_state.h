@@ -23,6 +23,8 @@ struct CardSettings {
     double temperature = 0.7;
     double topP = 1.0;
     int topK = 0;                         // 0 = off
+    double minP = 0.0;                    // drop tokens below min_p x the top probability; 0 = off
+    double repetitionPenalty = 1.0;       // transformers' repetition penalty; 1 = off
     int maxNewTokens = 256;
     std::optional<quint64> seed;          // unset: the engine picks one and reports it
     QStringList stopStrings;

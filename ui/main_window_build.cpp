@@ -109,6 +109,7 @@ void MainWindow::buildToolbar() {
 
     device_ = new QComboBox(bar);
     device_->setObjectName(QStringLiteral("deviceCombo"));
+    device_->setAccessibleName(QStringLiteral("Device"));
     device_->setToolTip(QStringLiteral("Where the model runs"));
     device_->addItem(QStringLiteral("CPU"));
     device_->addItem(QStringLiteral("CUDA"));
@@ -118,6 +119,7 @@ void MainWindow::buildToolbar() {
 
     precision_ = new QComboBox(bar);
     precision_->setObjectName(QStringLiteral("precisionCombo"));
+    precision_->setAccessibleName(QStringLiteral("Precision"));
     precision_->addItems({QStringLiteral("4-bit"), QStringLiteral("half"), QStringLiteral("fp32"), QStringLiteral("auto")});
     if (kev::engine_info().cuda_available) {
         precision_->setItemData(kPrecision4Bit,
@@ -143,11 +145,13 @@ void MainWindow::buildToolbar() {
 
     lora_ = new QCheckBox(QStringLiteral("LoRA"), bar);
     lora_->setObjectName(QStringLiteral("loraCheck"));
+    lora_->setAccessibleName(QStringLiteral("Use the LoRA adapter"));
     lora_->setToolTip(QStringLiteral("Apply the LoRA adapter to every card (a card's advanced settings can override)"));
     bar->addWidget(lora_);
     connect(lora_, &QCheckBox::toggled, this, [this] { schedulePreview(); });
     loraScale_ = new QDoubleSpinBox(bar);
     loraScale_->setObjectName(QStringLiteral("loraScaleSpin"));
+    loraScale_->setAccessibleName(QStringLiteral("LoRA scale"));
     loraScale_->setRange(0.0, static_cast<double>(kev::kMaxLoraScale));
     loraScale_->setSingleStep(0.1);
     loraScale_->setDecimals(2);
@@ -157,6 +161,7 @@ void MainWindow::buildToolbar() {
     bar->addWidget(loraScale_);
     loraPick_ = new QToolButton(bar);
     loraPick_->setObjectName(QStringLiteral("loraPickButton"));
+    loraPick_->setAccessibleName(QStringLiteral("Choose a LoRA adapter folder"));
     loraPick_->setText(QStringLiteral("Adapter…"));
     connect(loraPick_, &QToolButton::clicked, this, [this] {
         const QString dir = QFileDialog::getExistingDirectory(this, QStringLiteral("LoRA adapter folder (PEFT)"), loraPath_);
@@ -185,6 +190,7 @@ void MainWindow::buildToolbar() {
     loadProgress_->setVisible(false);
     cancelLoad_ = new QToolButton(this);
     cancelLoad_->setText(QStringLiteral("Cancel load"));
+    cancelLoad_->setAccessibleName(QStringLiteral("Cancel loading the model"));
     cancelLoad_->setObjectName(QStringLiteral("cancelLoadButton"));
     cancelLoad_->setVisible(false);
     connect(cancelLoad_, &QToolButton::clicked, this, [this] { engine_->cancelLoad(); });
@@ -277,6 +283,7 @@ void MainWindow::buildCentral() {
 
     sharedToggle_ = new QToolButton(central);
     sharedToggle_->setObjectName(QStringLiteral("sharedContextToggle"));
+    sharedToggle_->setAccessibleName(QStringLiteral("Show the shared context"));
     sharedToggle_->setText(QStringLiteral("Shared context (seen by every card, computed once)"));
     sharedToggle_->setCheckable(true);
     sharedToggle_->setAutoRaise(true);
@@ -285,6 +292,7 @@ void MainWindow::buildCentral() {
     layout->addWidget(sharedToggle_);
     sharedContext_ = new QPlainTextEdit(central);
     sharedContext_->setObjectName(QStringLiteral("sharedContextEdit"));
+    sharedContext_->setAccessibleName(QStringLiteral("Shared context"));
     sharedContext_->setPlaceholderText(QStringLiteral("A document or instructions every card asks about (optional)"));
     sharedContext_->setMaximumHeight(64);
     sharedContext_->setVisible(false);
@@ -308,6 +316,7 @@ void MainWindow::buildCentral() {
     cardLayout_->setContentsMargins(2, 2, 2, 2);
     addCardButton_ = new QPushButton(QStringLiteral("+\nAdd question"), cardRow_);
     addCardButton_->setObjectName(QStringLiteral("addCardButton"));
+    addCardButton_->setAccessibleName(QStringLiteral("Add a question card"));
     addCardButton_->setFixedWidth(120);
     addCardButton_->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Expanding);
     connect(addCardButton_, &QPushButton::clicked, this, [this] { addCard(); });

@@ -43,6 +43,7 @@ QToolButton* toolButton(const QString& text, const QString& tip, const QString& 
     b->setText(text);
     b->setToolTip(tip);
     b->setObjectName(name);
+    b->setAccessibleName(tip);
     b->setAutoRaise(true);
     return b;
 }
@@ -84,6 +85,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
 
     question_ = new QPlainTextEdit(this);
     question_->setObjectName(QStringLiteral("questionEdit"));
+    question_->setAccessibleName(QStringLiteral("Question"));
     question_->setPlaceholderText(QStringLiteral("Type a question…"));
     question_->setFixedHeight(72);
     question_->setTabChangesFocus(true);
@@ -98,9 +100,11 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     tempLabel->setToolTip(QStringLiteral("0 = greedy (always the most likely token)"));
     temperatureSlider_ = new QSlider(Qt::Horizontal, this);
     temperatureSlider_->setObjectName(QStringLiteral("temperatureSlider"));
+    temperatureSlider_->setAccessibleName(QStringLiteral("Temperature"));
     temperatureSlider_->setRange(0, kSliderSteps);
     temperatureSpin_ = new QDoubleSpinBox(this);
     temperatureSpin_->setObjectName(QStringLiteral("temperatureSpin"));
+    temperatureSpin_->setAccessibleName(QStringLiteral("Temperature value"));
     temperatureSpin_->setRange(0.0, kMaxUiTemperature);
     temperatureSpin_->setDecimals(2);
     temperatureSpin_->setSingleStep(0.05);
@@ -114,6 +118,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
 
     advancedToggle_ = new QToolButton(this);
     advancedToggle_->setObjectName(QStringLiteral("advancedToggle"));
+    advancedToggle_->setAccessibleName(QStringLiteral("Advanced settings"));
     advancedToggle_->setText(QStringLiteral("Advanced settings"));
     advancedToggle_->setCheckable(true);
     advancedToggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
@@ -127,32 +132,57 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     form->setContentsMargins(12, 0, 0, 0);
     topP_ = new QDoubleSpinBox(advanced_);
     topP_->setObjectName(QStringLiteral("topPSpin"));
+    topP_->setAccessibleName(QStringLiteral("Top-p"));
     topP_->setRange(0.01, 1.0);
     topP_->setSingleStep(0.05);
     topP_->setDecimals(2);
     topP_->setToolTip(QStringLiteral("Keep the smallest set of tokens with this much probability (1 = off)"));
     topK_ = new QSpinBox(advanced_);
     topK_->setObjectName(QStringLiteral("topKSpin"));
+    topK_->setAccessibleName(QStringLiteral("Top-k"));
     topK_->setRange(0, 100000);
     topK_->setSpecialValueText(QStringLiteral("off"));
+    minP_ = new QDoubleSpinBox(advanced_);
+    minP_->setObjectName(QStringLiteral("minPSpin"));
+    minP_->setAccessibleName(QStringLiteral("Min-p"));
+    minP_->setRange(0.0, 0.99);
+    minP_->setSingleStep(0.01);
+    minP_->setDecimals(2);
+    minP_->setSpecialValueText(QStringLiteral("off"));
+    minP_->setToolTip(QStringLiteral("Drop tokens less likely than this fraction of the most likely one (0 = off)"));
+    repetitionPenalty_ = new QDoubleSpinBox(advanced_);
+    repetitionPenalty_->setObjectName(QStringLiteral("repetitionPenaltySpin"));
+    repetitionPenalty_->setAccessibleName(QStringLiteral("Repetition penalty"));
+    repetitionPenalty_->setRange(0.5, 3.0);
+    repetitionPenalty_->setSingleStep(0.05);
+    repetitionPenalty_->setDecimals(2);
+    repetitionPenalty_->setValue(1.0);
+    repetitionPenalty_->setToolTip(QStringLiteral("Make tokens already in the prompt or answer less likely (> 1) "
+                                                  "or more likely (< 1), as transformers does (1 = off)"));
     maxNewTokens_ = new QSpinBox(advanced_);
     maxNewTokens_->setObjectName(QStringLiteral("maxNewTokensSpin"));
+    maxNewTokens_->setAccessibleName(QStringLiteral("Max new tokens"));
     maxNewTokens_->setRange(1, 32768);
     seed_ = new QLineEdit(advanced_);
     seed_->setObjectName(QStringLiteral("seedEdit"));
+    seed_->setAccessibleName(QStringLiteral("Seed"));
     seed_->setPlaceholderText(QStringLiteral("random"));
     seed_->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("[0-9]{0,20}")), seed_));
     stops_ = new QLineEdit(advanced_);
     stops_->setObjectName(QStringLiteral("stopStringsEdit"));
+    stops_->setAccessibleName(QStringLiteral("Stop strings"));
     stops_->setPlaceholderText(QStringLiteral("none"));
     stops_->setToolTip(QStringLiteral("Stop strings, separated by |"));
     lora_ = new QComboBox(advanced_);
     lora_->setObjectName(QStringLiteral("cardLoraCombo"));
+    lora_->setAccessibleName(QStringLiteral("LoRA for this card"));
     lora_->addItems({QStringLiteral("as the toolbar"), QStringLiteral("on"), QStringLiteral("off")});
     lora_->setToolTip(QStringLiteral("LoRA adapter for this card. Cards that differ run side by side in one pack "
                                      "(per card); when all agree the adapter is merged into the weights."));
     form->addRow(QStringLiteral("Top-p"), topP_);
     form->addRow(QStringLiteral("Top-k"), topK_);
+    form->addRow(QStringLiteral("Min-p"), minP_);
+    form->addRow(QStringLiteral("Repetition penalty"), repetitionPenalty_);
     form->addRow(QStringLiteral("Max new tokens"), maxNewTokens_);
     form->addRow(QStringLiteral("Seed"), seed_);
     form->addRow(QStringLiteral("Stop strings"), stops_);
@@ -167,6 +197,8 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     connect(this, &QuestionCard::changed, this, &QuestionCard::updateFooter);  // "stale" follows edits
     connect(topP_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, emitChanged);
     connect(topK_, qOverload<int>(&QSpinBox::valueChanged), this, emitChanged);
+    connect(minP_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, emitChanged);
+    connect(repetitionPenalty_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, emitChanged);
     connect(maxNewTokens_, qOverload<int>(&QSpinBox::valueChanged), this, emitChanged);
     connect(seed_, &QLineEdit::textChanged, this, emitChanged);
     connect(stops_, &QLineEdit::textChanged, this, emitChanged);
@@ -180,6 +212,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
 
     answerView_ = new QPlainTextEdit(this);
     answerView_->setObjectName(QStringLiteral("answerView"));
+    answerView_->setAccessibleName(QStringLiteral("Answer"));
     answerView_->setReadOnly(true);
     answerView_->setPlaceholderText(QStringLiteral("The answer streams in here."));
     layout->addWidget(answerView_, 1);
@@ -229,6 +262,8 @@ CardSettings QuestionCard::settings() const {
     s.temperature = temperatureSpin_->value();
     s.topP = topP_->value();
     s.topK = topK_->value();
+    s.minP = minP_->value();
+    s.repetitionPenalty = repetitionPenalty_->value();
     s.maxNewTokens = maxNewTokens_->value();
     bool ok = false;
     const quint64 seed = seed_->text().toULongLong(&ok);
@@ -254,6 +289,9 @@ void QuestionCard::setSettings(const CardSettings& s) {
     temperatureSpin_->setValue(fit(QStringLiteral("temperature"), s.temperature, 0.0, kMaxUiTemperature, defaults.temperature));
     topP_->setValue(fit(QStringLiteral("top-p"), s.topP, topP_->minimum(), topP_->maximum(), defaults.topP));
     topK_->setValue(static_cast<int>(fit(QStringLiteral("top-k"), s.topK, topK_->minimum(), topK_->maximum(), defaults.topK)));
+    minP_->setValue(fit(QStringLiteral("min-p"), s.minP, minP_->minimum(), minP_->maximum(), defaults.minP));
+    repetitionPenalty_->setValue(fit(QStringLiteral("repetition penalty"), s.repetitionPenalty, repetitionPenalty_->minimum(),
+                                     repetitionPenalty_->maximum(), defaults.repetitionPenalty));
     maxNewTokens_->setValue(static_cast<int>(fit(QStringLiteral("max new tokens"), s.maxNewTokens, maxNewTokens_->minimum(),
                                                  maxNewTokens_->maximum(), defaults.maxNewTokens)));
     if (!changed.isEmpty()) showMessage(QStringLiteral("Changed settings: %1.").arg(changed.join(QStringLiteral("; "))));

@@ -85,6 +85,8 @@ private:
     QWidget* advanced_ = nullptr;
     QDoubleSpinBox* topP_ = nullptr;
     QSpinBox* topK_ = nullptr;
+    QDoubleSpinBox* minP_ = nullptr;
+    QDoubleSpinBox* repetitionPenalty_ = nullptr;
     QSpinBox* maxNewTokens_ = nullptr;
     QLineEdit* seed_ = nullptr;
     QLineEdit* stops_ = nullptr;
