@@ -171,6 +171,19 @@ private Q_SLOTS:
         }
     }
 
+    // Issue 17: Replay's verdict shows where the answers part as text, not only ids.
+    void divergenceIsShownAsText() {
+        QCOMPARE(kevui::divergenceText(QStringLiteral("same"), QStringLiteral("same")), QString());
+        QCOMPARE(kevui::divergenceText(QStringLiteral("The capital is Paris."), QStringLiteral("The capital is London."), 8),
+                 QStringLiteral("…ital is  [Paris.] | [London.]"));
+        QCOMPARE(kevui::divergenceText(QStringLiteral("Yes"), QStringLiteral("Yes, and more"), 4),
+                 QStringLiteral("Yes [] | [, an…]"));
+        // An emoji (two UTF-16 units) that differs in its second unit is not cut in half.
+        const QString a = QStringLiteral("ok \U0001F600"), b = QStringLiteral("ok \U0001F601");
+        const QString d = kevui::divergenceText(a, b);
+        QVERIFY2(d.contains(QStringLiteral("[\U0001F600]")) && d.contains(QStringLiteral("[\U0001F601]")), qPrintable(d));
+    }
+
     void reorderCards() {
         kevui::MainWindow w(kNoModel);
         const QString a = w.cards().at(0)->settings().question;

@@ -263,6 +263,23 @@ LoadedWorkspace loadWorkspace(const QString& path, const QDateTime& now) {
     return r;
 }
 
+QString divergenceText(const QString& packed, const QString& alone, int context) {
+    if (packed == alone) return QString();
+    qsizetype at = 0;
+    const qsizetype common = std::min(packed.size(), alone.size());
+    while (at < common && packed[at] == alone[at]) ++at;
+    // Never split a surrogate pair: step back to the start of the character.
+    if (at > 0 && packed[at - 1].isHighSurrogate()) --at;
+    const qsizetype from = std::max<qsizetype>(0, at - context);
+    const QString shared = (from > 0 ? QStringLiteral("…") : QString()) + packed.mid(from, at - from);
+    const auto rest = [&](const QString& t) {
+        QString r = t.mid(at, context);
+        if (!r.isEmpty() && r.back().isHighSurrogate()) r.chop(1);
+        return QStringLiteral("[%1%2]").arg(r, t.size() > at + context ? QStringLiteral("…") : QString());
+    };
+    return QStringLiteral("%1 %2 | %3").arg(shared, rest(packed), rest(alone));
+}
+
 QString answersMarkdown(const Workspace& w) {
     QString md = QStringLiteral("# Kev answers\n\n");
     if (!w.model.isEmpty()) md += QStringLiteral("Model: `%1`\n\n").arg(w.model);

@@ -116,6 +116,11 @@ QString freeSiblingName(const QString& path, const QString& tag, const QDateTime
 // (kept for the user, never silently dropped). `now` names the backup.
 LoadedWorkspace loadWorkspace(const QString& path, const QDateTime& now = QDateTime::currentDateTime());
 
+// Where two answers part, as text: the last `context` characters they share, then each
+// one's next `context` characters in brackets: "…capital is [Paris, a] | [London, ] ".
+// Empty when the texts are equal.
+QString divergenceText(const QString& packed, const QString& alone, int context = 24);
+
 // Markdown with the model, each card's settings, answer and stats.
 QString answersMarkdown(const Workspace& w);
 

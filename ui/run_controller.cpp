@@ -210,11 +210,12 @@ void RunController::showReplayVerdict(QuestionCard* card, const kev::CardResult&
                               .arg(packed.size())
                               .arg(soloSize));
     } else {
-        card->showMessage(QStringLiteral("Solo replay differs at token %1: packed id %2, alone id %3. Alone: “%4”")
+        // The texts where they part (packed | alone), then the token ids.
+        card->showMessage(QStringLiteral("Solo replay differs at token %1: %2 (packed id %3, alone id %4)")
                               .arg(diff + 1)
+                              .arg(divergenceText(card->answer().text, QString::fromStdString(solo.text)))
                               .arg(packed[diff])
-                              .arg(solo.tokens[static_cast<std::size_t>(diff)])
-                              .arg(QString::fromStdString(solo.text)));
+                              .arg(solo.tokens[static_cast<std::size_t>(diff)]));
     }
 }
 
