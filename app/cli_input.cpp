@@ -1,8 +1,6 @@
 #include "cli_input.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cfloat>
@@ -11,6 +9,7 @@
 #include <cstring>
 
 #include "kev/error.h"
+#include "kev/safetensors.h"
 #include "kev/text_file.h"
 
 namespace kevcli {
@@ -101,23 +100,7 @@ void refuse_unloadable_model_file(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return;  // the loader names a missing path
     if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return;  // the loader says why
-    unsigned char magic[4] = {};
-    const ssize_t n = ::read(fd, magic, sizeof magic);
-    ::close(fd);
-    // A safetensors header length can begin with the same two bytes as a pickle.
-    const bool safetensors = path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0;
-    if (n < 4 || safetensors) return;
-    const bool zip = magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
-    const bool pickle = magic[0] == 0x80 && magic[1] >= 2 && magic[1] <= 5;  // PROTO opcode
-    if (!zip && !pickle) return;
-    throw kev::Error(kev::ErrorCode::Refused,
-                     path + ": a PyTorch pickle checkpoint (" +
-                         (zip ? std::string("torch.save zip archive") : "pickle protocol " + std::to_string(magic[1])) +
-                         "); Kev never loads pickles, which can run arbitrary code (convert to safetensors once, in a "
-                         "Python you trust: safetensors.torch.save_file(torch.load(FILE, weights_only=True), "
-                         "'model.safetensors'), or give a .gguf)");
+    kev::refuse_pickle_checkpoint(path);  // by content and by name (engine, as the app does)
 }
 
 bool is_valid_utf8(const std::string& text) {

@@ -39,10 +39,9 @@ std::uint64_t require_regular_file(const std::string& path);
 // "<path>: 20000000 bytes, over the 16 MiB limit for a question file".
 std::string read_file_limited(const std::string& path, std::uint64_t max_bytes, const char* what);
 
-// A model path given directly that is not a .gguf: a regular file whose first bytes are a
-// pickle (protocol 2-5) or a zip archive (torch.save's format) is refused with
-// kev::Error(Refused) before any loader sees it; a special file (a FIFO, a device) is
-// refused with kev::Error(Io). Folders and anything else pass.
+// A model path given directly: a special file (a FIFO, a device) is refused with
+// kev::Error(Io) before anything opens it, a pickle checkpoint (by content or by name,
+// kev::refuse_pickle_checkpoint) with kev::Error(Refused). Folders and anything else pass.
 void refuse_unloadable_model_file(const std::string& path);
 
 // True when `text` is well-formed UTF-8 (no overlong forms, surrogates or code points

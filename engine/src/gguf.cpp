@@ -207,17 +207,8 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
     Cursor c(f);
 
     const auto magic = c.read<std::uint32_t>("magic");
-    if (std::memcmp(&magic, "GGUF", 4) != 0) {
-        // Named as what it is when it is a PyTorch checkpoint (a torch.save zip, or a raw
-        // pickle's PROTO opcode): never unpickled, it can run arbitrary code.
-        unsigned char b[4];
-        std::memcpy(b, &magic, 4);
-        if ((b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4) || (b[0] == 0x80 && b[1] >= 2 && b[1] <= 5))
-            throw Error(ErrorCode::Refused, path + ": a PyTorch pickle checkpoint, not a GGUF file; Kev never loads "
-                                                   "pickles, which can run arbitrary code (convert it to safetensors "
-                                                   "or GGUF once, in a Python you trust)");
-        c.fail("not a GGUF file (bad magic)");
-    }
+    // A pickle given as a model is named by refuse_pickle_checkpoint before this.
+    if (std::memcmp(&magic, "GGUF", 4) != 0) c.fail("not a GGUF file (bad magic)");
     g->version_ = c.read<std::uint32_t>("version");
     if (g->version_ != 2 && g->version_ != 3) {
         c.fail("GGUF version " + std::to_string(g->version_) + " is not supported (2 and 3 are)");

@@ -68,8 +68,10 @@ private:
     std::map<std::string, Entry> entries_;
 };
 
-// Throws kev::Error(Refused) when `path` is a pickle checkpoint file (*.bin, *.pt,
-// *.pth, *.ckpt, *.pkl) or a folder holding one (pytorch_model*.bin, *.pt, ...):
+// Throws kev::Error(Refused) when `path` is a pickle checkpoint file (a regular file
+// whose first bytes are a torch.save zip archive or a pickle PROTO opcode, whatever its
+// name, or one named *.bin, *.pt, *.pth, *.ckpt, *.pkl) or a folder holding one
+// (pytorch_model*.bin, *.pt, ...):
 // unpickling can run arbitrary code, so Kev does not do it. The message says how to
 // convert. Returns normally otherwise. Loaders call it for folders only when they
 // have no safetensors weights.

@@ -1,6 +1,7 @@
 #include "kev/safetensors.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -205,8 +206,28 @@ void refuse_pickle_checkpoint(const std::string& path) {
             if (e.is_regular_file(ec) && model_file && pickle_ext(e.path()))
                 throw Error(ErrorCode::Refused, e.path().string() + why);
         }
-    } else if (pickle_ext(p)) {
-        throw Error(ErrorCode::Refused, path + why);
+    } else {
+        // By content first: a pickle renamed to .gguf is still a pickle. A safetensors
+        // header length can begin with a pickle's two bytes, so those files are not asked.
+        unsigned char magic[4] = {};
+        std::size_t n = 0;
+        if (fs::is_regular_file(p, ec) && p.extension() != ".safetensors") {
+            // Only a regular file is opened: a FIFO would block the open.
+            if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+                n = std::fread(magic, 1, sizeof magic, f);
+                std::fclose(f);
+            }
+        }
+        const bool zip = n == 4 && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
+        const bool pickle = n == 4 && magic[0] == 0x80 && magic[1] >= 2 && magic[1] <= 5;  // PROTO opcode
+        if (zip || pickle)
+            throw Error(ErrorCode::Refused,
+                        path + ": a PyTorch pickle checkpoint (" +
+                            (zip ? std::string("torch.save zip archive") : "pickle protocol " + std::to_string(magic[1])) +
+                            "); Kev never loads pickles, which can run arbitrary code (convert to safetensors once, in a "
+                            "Python you trust: safetensors.torch.save_file(torch.load(FILE, weights_only=True), "
+                            "'model.safetensors'), or give a .gguf)");
+        if (pickle_ext(p)) throw Error(ErrorCode::Refused, path + why);
     }
 }
 
