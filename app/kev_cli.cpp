@@ -2,10 +2,12 @@
 //
 //   kev-cli [options] QUESTION...      answer the questions in one pack
 //   kev-cli info [--model PATH]        what the engine and the model are
+//   kev-cli replay BUNDLE              run a bundle (--bundle) again, compare the tokens
 //
 // Exit codes (the end of kUsage says the same to users): 0 success; 1 a model, adapter,
-// question-file or run error (non-finite logits included), and any unexpected exception;
-// 2 usage error; 3 isolation difference (--verify-isolation); 4 out of memory; 128+N
+// question-file, bundle or run error (non-finite logits included), and any unexpected
+// exception; 2 usage error; 3 isolation difference (--verify-isolation) or a replay whose
+// tokens differ from the bundle's; 4 out of memory; 128+N
 // stopped by signal N (130 SIGINT, 143 SIGTERM), with what was generated still printed.
 #include <csignal>
 #include <cstdio>
@@ -29,6 +31,7 @@
 #include "kev/session.h"
 
 #include "cli.h"
+#include "cli_bundle.h"
 #include "cli_input.h"
 #include "cli_questions.h"
 #include "cli_terminal.h"
@@ -47,6 +50,7 @@ const char* kUsage =
     "usage: kev-cli [options] QUESTION...\n"
     "       kev-cli info [--model PATH] [--json]\n"
     "       kev-cli tokenize [--model PATH] [--text TEXT] [--json]   (text from stdin without --text)\n"
+    "       kev-cli replay BUNDLE [--model PATH] [--json]\n"
     "\n"
     "Answers every QUESTION in one packed forward pass; each answer is isolated from\n"
     "the others, exactly as if it ran alone.\n"
@@ -88,17 +92,25 @@ const char* kUsage =
     "  --logprobs K              top-K log-probabilities of every generated token (JSON), 0 to 100\n"
     "  --json                    machine-readable output: one JSON document\n"
     "  --jsonl                   machine-readable output: one JSON line per question\n"
+    "  --bundle OUT.json         also write a reproducibility bundle of the run: the model's and\n"
+    "                            adapter's SHA-256, the precision, every question with its settings,\n"
+    "                            the seed it used, its tokens, text and timings\n"
     "  -h, --help                this text\n"
     "\n"
     "On a terminal several answers stream side by side, each in its own labelled block;\n"
     "into a pipe or a file they are printed whole, labelled, with nothing decorative.\n"
     "`info` loads the model as a run would, so it fails wherever a run would fail.\n"
+    "`replay BUNDLE` loads the bundle's model (--model PATH: a moved copy) at the recorded\n"
+    "precision, says on stderr when the model file or adapter differs from the recorded\n"
+    "SHA-256, runs every card again in one pack exactly as recorded (seeds included) and\n"
+    "prints \"card N: all K tokens match\" or \"card N differs at token T: ...\" per card.\n"
     "\n"
-    "exit codes: 0 done; 1 model, adapter, question-file or shared-context-file error, or a\n"
-    "card stopped by non-finite logits (NaN/Inf: a broken model; said on stderr); 2 usage\n"
-    "error (an option or its value); 3 isolation difference (--verify-isolation); 4 out of\n"
-    "memory (the run was refused before it started); 130 interrupted by SIGINT (Ctrl-C), 143\n"
-    "by SIGTERM: what was generated so far is still printed, JSON included.\n";
+    "exit codes: 0 done; 1 model, adapter, question-file, shared-context-file or bundle error,\n"
+    "or a card stopped by non-finite logits (NaN/Inf: a broken model; said on stderr); 2 usage\n"
+    "error (an option or its value); 3 isolation difference (--verify-isolation), or a replay\n"
+    "whose tokens differ from the bundle's; 4 out of memory (the run was refused before it\n"
+    "started); 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: what was generated so far\n"
+    "is still printed, JSON included.\n";
 
 // The signal that asked kev-cli to stop (SIGINT or SIGTERM), 0 while none has.
 volatile std::sig_atomic_t g_signal = 0;
@@ -136,8 +148,9 @@ __attribute__((section(".preinit_array"), used)) void (*const kev_cli_preinit)(i
 namespace {
 
 struct Options {
-    std::string command;  // "" = answer, "info"
+    std::string command;  // "" = answer, "info", "tokenize", "replay"
     std::string model = kev::builtin_model_path();
+    bool model_given = false;  // --model was given
     kev::LoadOptions load;
     std::optional<kev::ChatFormat> chat_format;  // --chat-format
     bool auto_precision = true;  // --precision auto (the default): resolved once the model is known
@@ -159,6 +172,10 @@ struct Options {
     std::vector<std::optional<kev::LoraUse>> per_question_lora;  // "lora"/"lora_scale" in --file
     std::optional<std::string> text;  // tokenize --text
     std::string file;
+    std::size_t file_first = std::numeric_limits<std::size_t>::max();  // the first question from --file
+    std::string bundle_out;          // --bundle
+    std::string replay_bundle;       // replay BUNDLE
+    std::vector<std::string> flags;  // every option given, for the commands that take few
 };
 
 // --shared-context: the text itself, or @FILE for a file's contents.
@@ -171,6 +188,7 @@ void read_question_file(Options& o) {
     // Questions given on the command line keep their place, without overrides.
     o.per_question.assign(o.questions.size(), std::nullopt);
     o.per_question_lora.assign(o.questions.size(), std::nullopt);
+    o.file_first = o.questions.size();
     for (auto& q : kevcli::read_question_file(o.file, o.sampling, o.lora_scale)) {
         o.questions.push_back(std::move(q.question));
         o.per_question.push_back(std::move(q.sampling));
@@ -182,6 +200,7 @@ Options parse(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
+        if (a.size() > 1 && a[0] == '-' && a != "--") o.flags.push_back(a);
         auto value = [&]() -> std::string {
             if (i + 1 >= argc) throw UsageError{a + " needs a value"};
             return argv[++i];
@@ -192,6 +211,7 @@ Options parse(int argc, char** argv) {
             o.command = "version";
         } else if (a == "--model") {
             o.model = value();
+            o.model_given = true;
         } else if (a == "--precision") {
             const std::string p = value();
             o.auto_precision = p == "auto";
@@ -252,10 +272,15 @@ Options parse(int argc, char** argv) {
             o.file = value();
         } else if (a == "--text") {
             o.text = value();
+        } else if (a == "--bundle") {
+            o.bundle_out = value();
+            if (o.bundle_out.empty()) throw UsageError{"--bundle needs a file name"};
         } else if (a == "tokenize" && o.command.empty() && o.questions.empty()) {
             o.command = "tokenize";
         } else if (a == "info" && o.command.empty() && o.questions.empty()) {
             o.command = "info";
+        } else if (a == "replay" && o.command.empty() && o.questions.empty()) {
+            o.command = "replay";
         } else if (a.size() > 1 && a[0] == '-' && a != "--") {
             throw UsageError{"unknown option '" + a + "'"};
         } else {
@@ -280,6 +305,15 @@ Options parse(int argc, char** argv) {
         if (o.shared_context_file.empty()) throw UsageError{"--shared-context: the text is not valid UTF-8"};
         throw kev::Error(kev::ErrorCode::Format, o.shared_context_file + ": not valid UTF-8 text");
     }
+    if (o.command == "replay") {
+        for (const std::string& flag : o.flags)
+            if (flag != "--model" && flag != "--json") throw UsageError{"replay takes only --model PATH and --json, not " + flag};
+        if (o.questions.size() != 1) throw UsageError{"replay needs one bundle file: kev-cli replay BUNDLE"};
+        o.replay_bundle = o.questions.front();
+        o.questions.clear();
+        return o;
+    }
+    if (!o.bundle_out.empty() && !o.command.empty()) throw UsageError{"--bundle is for answering questions, not " + o.command};
     if (!o.file.empty()) read_question_file(o);
     if (o.command.empty() && o.questions.empty()) throw UsageError{"no question given"};
     if (o.json && o.jsonl) throw UsageError{"--json and --jsonl exclude each other"};
@@ -342,7 +376,9 @@ kev::GenerationRequest make_request(const Options& o, const std::vector<std::str
     r.shared_context = o.shared_context;
     for (std::size_t q = 0; q < questions.size(); ++q) {
         const std::size_t index = first_index + q;
-        kev::CardRequest card{questions[q], o.sampling};
+        kev::CardRequest card;
+        card.question = questions[q];
+        card.sampling = o.sampling;
         if (o.sampling.seed) card.sampling.seed = *o.sampling.seed + index;
         if (index < o.per_question.size() && o.per_question[index]) card.sampling = *o.per_question[index];
         card.lora = card_lora(o, index);
@@ -351,18 +387,22 @@ kev::GenerationRequest make_request(const Options& o, const std::vector<std::str
     return r;
 }
 
-kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const std::vector<std::string>& questions,
-                               std::size_t first_index, bool stream, kevcli::LiveView* live = nullptr) {
+// Runs one pack: Ctrl-C cancels it, one card streams its text, several show progress.
+// `defaults`: the temperatures of cards without one (KEV_TEMPERATURE's).
+kev::GenerationResult run_request(const kev::Session& s, const kev::GenerationRequest& request,
+                                  const kev::TemperatureDefaults& defaults, bool json, std::int32_t logprobs,
+                                  bool stream, kevcli::LiveView* live = nullptr) {
     const kev::Generator gen = s.generator();
-    const kev::PreparedPack pack = gen.prepare(make_request(o, questions, first_index), kev::temperature_defaults_from_env());
-    kev::CancelFlags cancel(questions.size());
+    const kev::PreparedPack pack = gen.prepare(request, defaults);
+    const std::size_t cards = request.cards.size();
+    kev::CancelFlags cancel(cards);
     g_cancel = &cancel;
     if (g_signal) cancel.cancel_all();
     kev::RunOptions run;
-    run.ignore_end_of_sequence = o.ignore_eos;
-    run.logprobs = o.logprobs;
+    run.ignore_end_of_sequence = request.ignore_end_of_sequence;
+    run.logprobs = logprobs;
     run.cancel = &cancel;
-    const bool one = questions.size() == 1;
+    const bool one = cards == 1;
     // One question streams its text; several stream into the live view when stdout is a
     // terminal, else they are printed whole, labelled, at the end, with a progress line
     // on stderr meanwhile (only on a terminal: nothing decorative goes into a pipe).
@@ -377,17 +417,24 @@ kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const st
         if (stream && one) std::fflush(stdout);
         if (progress && !one) {
             std::fprintf(stderr, "\r\033[Kgenerating: step %lld, %d of %zu cards active, %lld tokens, %.1f tok/s",
-                         static_cast<long long>(ev.step), ev.active_cards, questions.size(),
+                         static_cast<long long>(ev.step), ev.active_cards, cards,
                          static_cast<long long>(tokens), ev.aggregate_tokens_per_s);
         }
     };
     kev::GenerationResult result = gen.run(pack, run);
     if (progress && !one) std::fprintf(stderr, "\r\033[K");
-    if (s.lora() && !o.json) {
+    if (s.lora() && !json) {
         std::fprintf(stderr, "LoRA %s: %s\n", s.lora()->path.c_str(), kev::to_string(result.lora_mode));
     }
     g_cancel = nullptr;
     return result;
+}
+
+kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const std::vector<std::string>& questions,
+                               std::size_t first_index, bool stream, kevcli::LiveView* live = nullptr) {
+    kev::GenerationRequest request = make_request(o, questions, first_index);
+    request.ignore_end_of_sequence = o.ignore_eos;
+    return run_request(s, request, kev::temperature_defaults_from_env(), o.json, o.logprobs, stream, live);
 }
 
 nlohmann::json card_json(const std::string& question, const kev::CardResult& c, std::int32_t logprobs) {
@@ -416,8 +463,10 @@ nlohmann::json card_json(const std::string& question, const kev::CardResult& c, 
 }
 
 // The model as a run loads it (`info` loads it the same way, to fail where a run would):
-// the precision resolved, a progress bar on a terminal, the chat format checked.
-std::unique_ptr<kev::Session> open_session(const Options& o, kev::PrecisionChoice& precision) {
+// the precision resolved, a progress bar on a terminal, the chat format checked. `loaded`
+// (may be null) receives the load options as used ("auto" resolved).
+std::unique_ptr<kev::Session> open_session(const Options& o, kev::PrecisionChoice& precision,
+                                           kev::LoadOptions* loaded = nullptr) {
     kevcli::refuse_unloadable_model_file(o.model);
     kev::SessionOptions session_options{o.load, o.chat_format};
     precision = {kev::to_string(o.load.dtype), "asked for"};
@@ -443,7 +492,11 @@ std::unique_ptr<kev::Session> open_session(const Options& o, kev::PrecisionChoic
         }
         return kev::Session::open(o.model, session_options);
     });
-    if (!session->chat() && o.command.empty()) {
+    if (loaded) {
+        *loaded = session_options.load;
+        loaded->progress = nullptr;
+    }
+    if (!session->chat() && (o.command.empty() || o.command == "replay")) {
         std::string why = session->chat_error();
         const std::string tail = "choose a chat format";
         if (why.size() >= tail.size() && why.compare(why.size() - tail.size(), tail.size(), tail) == 0)
@@ -470,9 +523,34 @@ bool report_non_finite(const std::vector<kev::CardResult>& results) {
     return any;
 }
 
+// --bundle: the run as one file (kev/bundle.h), every card as one pack would run it.
+void write_run_bundle(const Options& o, const kev::Session& session, const kev::LoadOptions& loaded, bool wants_lora,
+                      const std::vector<kev::CardResult>& results) {
+    kev::GenerationRequest request = make_request(o, o.questions, 0);
+    request.ignore_end_of_sequence = o.ignore_eos;
+    kevcli::RunRecord run;
+    run.model_path = o.model;
+    run.load = loaded;
+    run.session = &session;
+    run.chat_format_chosen = o.chat_format.has_value();
+    if (wants_lora) run.adapter = o.lora ? *o.lora : std::string("demo");
+    run.lora_scale = o.lora_scale;
+    run.ignore_eos = o.ignore_eos;
+    run.request = &request;
+    for (std::size_t q = 0; q < o.questions.size(); ++q) {
+        run.labels.push_back(q < o.file_first ? std::string("command line")
+                                              : o.file + " entry " + std::to_string(q - o.file_first + 1));
+    }
+    run.results = &results;
+    kev::write_bundle(kevcli::make_run_bundle(run), o.bundle_out);
+    std::fprintf(stderr, "kev-cli: bundle written to %s\n", o.bundle_out.c_str());
+}
+
 int answer(const Options& o) {
+    if (!o.bundle_out.empty()) kevcli::check_bundle_destination(o.bundle_out);
     kev::PrecisionChoice precision;
-    const auto session = open_session(o, precision);
+    kev::LoadOptions loaded;
+    const auto session = open_session(o, precision, &loaded);
     bool wants_lora = o.lora.has_value();
     for (const auto& l : o.per_question_lora) wants_lora = wants_lora || (l && l->enabled);
     const std::string lora_path = !o.lora || *o.lora == "demo" ? kev::demo_adapter_path() : *o.lora;
@@ -566,6 +644,29 @@ int answer(const Options& o) {
         if (out.contains("isolation_differences"))
             std::printf("%s\n", kevcli::dump_json({{"isolation_differences", out["isolation_differences"]}}).c_str());
     }
+    if (!o.bundle_out.empty()) write_run_bundle(o, *session, loaded, wants_lora, results);
+    return g_signal ? interrupted_code() : code;
+}
+
+// `replay BUNDLE`: kev-cli's own loading (progress, signals, chat-format check) and
+// running (Ctrl-C) under cli_bundle's comparison.
+int replay(const Options& o) {
+    kevcli::ReplayHooks hooks;
+    hooks.open = [&o](const std::string& model, const kev::SessionOptions& options) {
+        Options load = o;
+        load.model = model;
+        load.load = options.load;
+        load.chat_format = options.chat_format;
+        load.auto_precision = false;  // the recorded precision, whatever "auto" would choose here
+        kev::PrecisionChoice precision;
+        return open_session(load, precision);
+    };
+    // Every recorded card has its temperature: KEV_TEMPERATURE plays no part in a replay.
+    hooks.run = [&o](kev::Session& session, const kev::GenerationRequest& request) {
+        return run_request(session, request, kev::TemperatureDefaults{}, o.json, 0, false);
+    };
+    const int code = kevcli::replay(o.replay_bundle, o.model_given ? std::optional<std::string>(o.model) : std::nullopt,
+                                    o.json, hooks);
     return g_signal ? interrupted_code() : code;
 }
 
@@ -593,6 +694,7 @@ int run(int argc, char** argv) {
         return kevcli::print_model_info(o.model, o.json, {precision.name, session->load_seconds()});
     }
     if (o.command == "tokenize") return tokenize(o);
+    if (o.command == "replay") return replay(o);
     return answer(o);
 }
 

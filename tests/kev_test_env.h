@@ -25,6 +25,16 @@ inline QString workDir(const QString& sub = QString()) {
     return dir;
 }
 
+// Writes `bytes` to workDir()/<name> (replacing it) and returns the path; stops the test
+// run when the file cannot be written.
+inline QString writeWorkFile(const QString& name, const QByteArray& bytes) {
+    const QString path = workDir() + QLatin1Char('/') + name;
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) qFatal("cannot write %s", qPrintable(path));
+    f.write(bytes);
+    return path;
+}
+
 struct ProcessResult {
     int exitCode = -1;
     bool finished = false;

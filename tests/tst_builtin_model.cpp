@@ -162,8 +162,12 @@ private Q_SLOTS:
     // bf16 weights and activations: measured, not required to be exact. Reports how
     // many greedy tokens agree with the fp32 reference before the first difference
     // (measured with the AVX512-BF16 decode kernel: 40, 28 and 31 of 40; a near-tie
-    // flips sooner or later, so only the first 8 are required).
+    // flips sooner or later). Required: the first 8 agree, or the first difference is at
+    // a near-tie of the fp32 reference itself, its two tokens less than kNearTie apart.
+    // (On a CPU with AVX512-BF16 and no AMX, vdpbf16ps in the prefill flips prompt 1's
+    // first token: the reference's margin there is what the test prints.)
     void bf16Greedy() {
+        constexpr double kNearTie = 1.0;  // logits; bf16's first-token drift here is 0.36 to 0.47
         kev::LoadOptions o;
         o.dtype = kev::DType::BF16;
         const auto m = kev::Model::load(path_.toStdString(), o);
@@ -174,15 +178,25 @@ private Q_SLOTS:
             at::Tensor logits = m->forward(kev::single_sequence_batch(r.prompt, 0, true), cache);
             const double drift = (logits[0] - r.logits[n - 1]).abs().max().item<double>();
             std::size_t same = 0;
+            double margin = 0.0;  // at the first difference: how far apart fp32 put the two tokens
             for (std::size_t s = 0; s < r.generated.size(); ++s) {
                 const std::int64_t t = logits.argmax(1).item<std::int64_t>();
-                if (t != r.generated[s]) break;
+                if (t != r.generated[s]) {
+                    const at::Tensor ref = r.logits[n - 1 + static_cast<std::int64_t>(s)];
+                    margin = ref[r.generated[s]].item<double>() - ref[t].item<double>();
+                    break;
+                }
                 ++same;
                 logits = m->forward(kev::single_sequence_batch({t}, n + static_cast<std::int64_t>(s), true), cache);
             }
-            qInfo("bf16 prompt %zu: first-token logit drift %.3g, %zu of %zu greedy tokens equal to fp32", i, drift, same,
-                  r.generated.size());
-            QVERIFY(same >= 8);
+            qInfo("bf16 prompt %zu: first-token logit drift %.3g, %zu of %zu greedy tokens equal to fp32%s", i, drift,
+                  same, r.generated.size(),
+                  same < r.generated.size() ? qPrintable(QStringLiteral(" (fp32 margin at the first difference %1)")
+                                                             .arg(margin, 0, 'g', 3))
+                                            : "");
+            QVERIFY2(same >= 8 || margin <= kNearTie,
+                     qPrintable(QStringLiteral("prompt %1 parts from fp32 at token %2 where fp32's margin is %3")
+                                    .arg(i).arg(same + 1).arg(margin)));
         }
     }
 

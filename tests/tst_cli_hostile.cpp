@@ -51,13 +51,7 @@ Run shell(const QString& script) {
             p.readAllStandardError()};
 }
 
-QString writeFile(const QString& name, const QByteArray& bytes) {
-    const QString path = kevtest::workDir() + "/" + name;
-    QFile f(path);
-    f.open(QIODevice::WriteOnly | QIODevice::Truncate);
-    f.write(bytes);
-    return path;
-}
+QString writeFile(const QString& name, const QByteArray& bytes) { return kevtest::writeWorkFile(name, bytes); }
 
 // A tokenizer.json of the 256 byte tokens (GPT-2's byte-to-character table), no merges
 // and no chat template: enough for the tiny models' 512-row embedding.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kev/cpu_kernels.h"
+#include "kev/detokenizer.h"
 #include "kev/error.h"
 #include "kev/kv_cache.h"
 #include "kev/generator.h"
@@ -447,11 +448,72 @@ private Q_SLOTS:
         }
         kev::RunOptions options;
         options.ignore_end_of_sequence = true;
+        options.logprobs = 3;
         const auto result = g.run(g.prepare_tokens(cards, {}), options);
         for (const auto& card : result.cards) {
             QCOMPARE(card.tokens.size(), std::size_t{40});
             for (kev::TokenId t : card.tokens) QVERIFY2(t < 256, qPrintable(QString("sampled id %1").arg(t)));
+            // Nor offered as alternatives; every token and alternative has its text.
+            QCOMPARE(card.details.size(), card.tokens.size());
+            for (const kev::TokenDetail& d : card.details) {
+                QCOMPARE(d.piece, kev::token_display_text(tok.token_bytes(d.id)));
+                QCOMPARE(d.top.size(), std::size_t{3});
+                for (const kev::TokenAlternative& a : d.top) {
+                    QVERIFY2(a.id < 256, qPrintable(QString("alternative id %1").arg(a.id)));
+                    QCOMPARE(a.piece, kev::token_display_text(tok.token_bytes(a.id)));
+                }
+            }
         }
+    }
+
+    // RunOptions::logprobs > 0: one TokenDetail per kept token, its numbers those of the
+    // raw logits row (not of the penalised, tempered one the sampler drew from).
+    void tokenDetailsDescribeEveryToken() {
+        const kev::Model& m = *models_[0];
+        std::mt19937 rng(3);
+        const int vocab = static_cast<int>(m.config().vocab_size);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 3; ++c) {
+            kev::SamplingSettings s = greedy(12);
+            if (c > 0) {
+                s.temperature = 0.5f * static_cast<float>(c);
+                s.repetition_penalty = 1.3f;
+                s.seed = 7 + c;
+            }
+            cards.push_back({randomPrompt(rng, vocab, 2, 20), s});
+        }
+        kev::RunOptions options;
+        options.logprobs = 4;
+        const auto result = runCards(m, cards, {}, options);
+        for (std::size_t c = 0; c < cards.size(); ++c) {
+            const kev::CardResult& r = result.cards[c];
+            QCOMPARE(r.details.size(), r.tokens.size());
+            for (std::size_t t = 0; t < r.tokens.size(); ++t) {
+                const kev::TokenDetail& d = r.details[t];
+                QCOMPARE(d.id, r.tokens[t]);
+                QVERIFY(d.piece.empty());  // no tokenizer
+                const std::vector<float>& row = r.logits[t];
+                double z = 0.0;
+                const float top = *std::max_element(row.begin(), row.end());
+                for (const float l : row) z += std::exp(static_cast<double>(l) - top);
+                const double logZ = top + std::log(z);
+                double h = 0.0;
+                for (const float l : row) h -= std::exp(l - logZ) * (l - logZ);
+                const QString where = QString("card %1 token %2").arg(c).arg(t);
+                QVERIFY2(std::abs(d.logprob - (row[static_cast<std::size_t>(d.id)] - logZ)) < 1e-4, qPrintable(where));
+                QVERIFY2(std::abs(d.entropy - h) < 1e-3, qPrintable(where));
+                QCOMPARE(d.top.size(), std::size_t{4});
+                for (std::size_t k = 0; k < d.top.size(); ++k) {
+                    QCOMPARE(d.top[k].id, r.logprobs[t][k].first);
+                    QCOMPARE(d.top[k].logprob, r.logprobs[t][k].second);
+                }
+                if (c == 0) {  // greedy: the most likely token, by the raw logits
+                    QCOMPARE(d.top[0].id, d.id);
+                    QVERIFY2(std::abs(d.top[0].logprob - d.logprob) < 1e-5, qPrintable(where));
+                }
+            }
+        }
+        QVERIFY(runCards(m, cards, {}).cards[0].details.empty());
     }
 
     void builtinModelAnswersEightQuestionsPackedAsAlone() {

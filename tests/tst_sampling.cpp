@@ -258,6 +258,51 @@ private Q_SLOTS:
         QVERIFY(kev::top_logprobs(l.data(), l.size(), 0).empty());
     }
 
+    // Entropy and log-partition of the raw distribution (the comparison view's colours):
+    // a known distribution, the uniform one, a single certain token, masked padding.
+    void logitSummary() {
+        // p = (0.5, 0.25, 0.25): H = 1.5 ln 2; shifting every logit changes log_z only.
+        for (const float shift : {0.0f, 40.0f, -70.0f}) {
+            std::vector<float> l{std::log(2.0f) + shift, shift, shift};
+            const kev::LogitSummary s = kev::summarize_logits(l.data(), l.size());
+            QVERIFY2(std::abs(s.entropy - 1.5 * std::log(2.0)) < 1e-6, qPrintable(QString::number(s.entropy)));
+            // The chosen token's log-probability, as the generator computes it.
+            QVERIFY(std::abs((l[0] - s.log_z) - std::log(0.5)) < 1e-5);
+            QVERIFY(std::abs((l[2] - s.log_z) - std::log(0.25)) < 1e-5);
+        }
+        // Uniform over V: H = ln V, the most there is.
+        const std::vector<float> flat(1000, 3.0f);
+        const kev::LogitSummary u = kev::summarize_logits(flat.data(), flat.size());
+        QVERIFY(std::abs(u.entropy - std::log(1000.0)) < 1e-6);
+        QVERIFY(std::abs(u.log_z - (3.0 + std::log(1000.0))) < 1e-6);
+        // One token far ahead: no uncertainty, its log-probability 0.
+        const std::vector<float> sure{0.0f, 200.0f, 0.0f};
+        const kev::LogitSummary one = kev::summarize_logits(sure.data(), sure.size());
+        QVERIFY(one.entropy >= 0.0 && one.entropy < 1e-9);
+        QVERIFY(std::abs(sure[1] - one.log_z) < 1e-9);
+        // Padding masked with lowest() and -infinity weighs nothing (no NaN).
+        std::vector<float> masked{0.0f, 0.0f, std::numeric_limits<float>::lowest(),
+                                  -std::numeric_limits<float>::infinity()};
+        const kev::LogitSummary m = kev::summarize_logits(masked.data(), masked.size());
+        QVERIFY(std::abs(m.entropy - std::log(2.0)) < 1e-9);
+        QVERIFY(std::abs(m.log_z - std::log(2.0)) < 1e-9);
+        // Agrees with the top-K log-probabilities on random logits.
+        std::mt19937 rng(5);
+        std::normal_distribution<float> n(0.0f, 3.0f);
+        std::vector<float> r(5000);
+        for (float& x : r) x = n(rng);
+        const kev::LogitSummary rs = kev::summarize_logits(r.data(), r.size());
+        double h = 0.0;
+        for (const float x : r) {
+            const double lp = x - rs.log_z;
+            h -= std::exp(lp) * lp;
+        }
+        QVERIFY(std::abs(rs.entropy - h) < 1e-6);
+        for (const auto& [id, lp] : kev::top_logprobs(r.data(), r.size(), 5))
+            QVERIFY(std::abs((r[static_cast<std::size_t>(id)] - rs.log_z) - lp) < 1e-5);
+        KEV_EXPECT_INVALID(kev::summarize_logits(r.data(), 0), "empty vocabulary");
+    }
+
     // The fast path (partial sorts) picks exactly what the reference stages pick, on
     // random logits full of ties and random settings.
     void fastPathEqualsReferenceStages() {

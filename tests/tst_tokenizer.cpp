@@ -596,6 +596,22 @@ private Q_SLOTS:
         QCOMPARE(cut.flush(), smol_->decode({ids[0]}));
     }
 
+    // A token alone, for the comparison view: whole characters as they are, the bytes of
+    // a split character as <0x..>, always valid UTF-8.
+    void tokenDisplayText() {
+        QCOMPARE(kev::token_display_text(" Paris\n"), std::string(" Paris\n"));
+        QCOMPARE(kev::token_display_text("\xF0\x9F"), std::string("<0xF0><0x9F>"));
+        QCOMPARE(kev::token_display_text("a\xE4\xB8"), std::string("a<0xE4><0xB8>"));
+        QCOMPARE(kev::token_display_text("\xAD\xE4\xB8\xAD"), std::string("<0xAD>中"));
+        QCOMPARE(kev::token_display_text("\xC0\xAF\xFF"), std::string("<0xC0><0xAF><0xFF>"));  // overlong, invalid
+        QCOMPARE(kev::token_display_text(""), std::string());
+        // The tokens of "😀" in SmolLM2 show their bytes, and together spell all four.
+        std::string joined;
+        for (TokenId id : smol_->encode("😀", kev::SpecialTokens::Plain))
+            joined += kev::token_display_text(smol_->token_bytes(id));
+        QCOMPARE(joined, std::string("<0xF0><0x9F><0x98><0x80>"));
+    }
+
     void streamingHidesSpecialTokens() {
         const std::vector<TokenId> ids = qwen_->encode("Hi<|im_end|>", kev::SpecialTokens::Parse);
         kev::StreamDecoder stream(*qwen_);

@@ -15,11 +15,20 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kev/tokenizer.h"
 
 namespace kev {
+
+// A token's bytes (Tokenizer::token_bytes) as text that can be shown on its own, for the
+// comparison view's token cells. A byte-level token often holds only part of a UTF-8
+// character (the first two bytes of "中"); decoding it alone would give U+FFFD and hide
+// which bytes it was. Every complete, valid character is kept as it is; every byte that
+// is not part of one is written as "<0xE4>" (SentencePiece's spelling of byte tokens),
+// so the result is always valid UTF-8 and the tokens of a split character are told apart.
+std::string token_display_text(std::string_view bytes);
 
 class StreamDecoder {
 public:

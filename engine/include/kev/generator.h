@@ -34,18 +34,21 @@ struct CardRequest {
     std::string question;       // what the user typed (must not be blank)
     SamplingSettings sampling;  // temperature unset: KEV_TEMPERATURE's default, else greedy
     LoraUse lora = {};          // the model's attached adapter for this card (off by default)
+    // This card's own system message, instead of the request's (nullopt: the request's).
+    std::optional<std::string> system = std::nullopt;
 };
 
 struct GenerationRequest {
     std::vector<CardRequest> cards;
-    std::optional<std::string> system;  // a system message for every card (none: template default)
+    std::optional<std::string> system;  // a system message for every card without its own (none: template default)
     // Text every card sees (a document, instructions), computed once and shared. It
     // becomes part of the system message; the tokens all prompts have in common are
     // stored once, first in the cache.
     std::string shared_context;
     // Benchmarks only: never stop at an end-of-sequence token (fixed answer lengths).
     bool ignore_end_of_sequence = false;
-    // Top-K log-probabilities of every generated token (0 = off), for kev-cli --logprobs.
+    // Top-K log-probabilities of every generated token (0 = off), for kev-cli --logprobs
+    // and the comparison view. Generator::run reads RunOptions::logprobs: callers copy it.
     std::int32_t logprobs = 0;
 };
 
@@ -83,6 +86,28 @@ struct StepEvent {
     std::vector<CardUpdate> updates;
 };
 
+// One of the tokens the model weighed at a step (the top-K of its raw distribution).
+struct TokenAlternative {
+    TokenId id = 0;
+    std::string piece;    // its text, as TokenDetail::piece
+    float logprob = 0.0f;
+};
+
+// What the model's distribution looked like when it produced one token: what the
+// comparison view colours and explains. The numbers are those of the raw logits (before
+// repetition penalty, temperature, top-k, top-p and min-p), as for the top-K logprobs,
+// so they describe the model and not the card's sampling; ids past the tokenizer's
+// vocabulary are excluded as they are from sampling.
+struct TokenDetail {
+    TokenId id = 0;
+    // The token's text alone (token_display_text): a token that holds part of a UTF-8
+    // character shows that part as <0xE4>-style bytes. Empty without a tokenizer.
+    std::string piece;
+    float logprob = 0.0f;                 // log p of this token
+    float entropy = 0.0f;                 // of the whole distribution at this step, in nats
+    std::vector<TokenAlternative> top;    // the top-K, most likely first (may hold `id`)
+};
+
 struct CardResult {
     std::string text;                    // the answer (up to a stop string, if one matched)
     std::vector<TokenId> tokens;         // generated ids (an end-of-sequence id not included)
@@ -91,8 +116,12 @@ struct CardResult {
     std::uint64_t seed = 0;              // the seed its sampler used (to replay it)
     float temperature = 0.0f;            // the temperature it ran with, resolved
     CardStats stats;
-    // Per generated token, the top-K (token, log-probability) before sampling.
+    // Per sampled token, the top-K (token, log-probability) before sampling. A final
+    // end-of-sequence token has an entry here but none in `tokens`.
     std::vector<std::vector<std::pair<TokenId, float>>> logprobs;
+    // Per token of `tokens` (same length, same order): what the model weighed. Filled
+    // only when RunOptions::logprobs > 0 (its K alternatives per token).
+    std::vector<TokenDetail> details;
     // Per generated token, the raw logits row (only when RunOptions::keep_logits).
     std::vector<std::vector<float>> logits;
 };
@@ -132,6 +161,7 @@ struct PreparedPack {
 
 struct RunOptions {
     bool ignore_end_of_sequence = false;
+    // > 0: CardResult::logprobs and CardResult::details, with this many alternatives.
     std::int32_t logprobs = 0;
     bool keep_logits = false;              // tests: keep every generated row's logits
     // Prefill and decode with one dense mask over the whole cache (every row reads every

@@ -121,6 +121,21 @@ SampleResult sample_token(float* logits, std::size_t vocab, const SamplingSettin
 std::vector<std::pair<TokenId, float>> top_logprobs(const float* logits, std::size_t vocab,
                                                     std::int32_t k);
 
+// The softmax of one row of raw logits, summarised for the comparison view:
+//   log_z   = log sum_i exp(l_i), so that log p(t) = l_t - log_z;
+//   entropy = -sum_i p_i log p_i, in nats: 0 when one token takes all the mass,
+//             log(V) when all V are equally likely.
+// One pass after the maximum, in double: with w_i = exp(l_i - m), S = sum w_i and
+// T = sum w_i (l_i - m), log_z = m + log S and entropy = log S - T / S. Logits of
+// -infinity or float's lowest (the padding ids the generator masks) weigh nothing.
+// Throws InvalidArgument for vocab 0. Call it before sample_token, which changes the
+// logits.
+struct LogitSummary {
+    double log_z = 0.0;
+    double entropy = 0.0;
+};
+LogitSummary summarize_logits(const float* logits, std::size_t vocab);
+
 // ---- Per-card sampler --------------------------------------------------------------
 
 // A card's sampler: its settings and its own generator (std::mt19937_64 seeded with the

@@ -104,10 +104,12 @@ PreparedPack Generator::prepare(const GenerationRequest& request, const Temperat
     if (!chat_) throw Error(ErrorCode::InvalidArgument, "no chat format is chosen for this model");
     if (request.cards.empty()) throw Error(ErrorCode::InvalidArgument, "there are no questions to answer");
 
-    std::optional<std::string> system = request.system;
-    if (!request.shared_context.empty()) {
-        system = system ? *system + "\n\n" + request.shared_context : request.shared_context;
-    }
+    // A card's system message is its own or the request's, then the shared context.
+    const auto system_of = [&request](const CardRequest& card) -> std::optional<std::string> {
+        std::optional<std::string> system = card.system ? card.system : request.system;
+        if (request.shared_context.empty()) return system;
+        return system ? *system + "\n\n" + request.shared_context : request.shared_context;
+    };
     std::vector<std::vector<TokenId>> prompts;
     std::vector<std::string> texts;
     for (std::size_t c = 0; c < request.cards.size(); ++c) {
@@ -118,7 +120,7 @@ PreparedPack Generator::prepare(const GenerationRequest& request, const Temperat
         // Special tokens come from the template only: what the user typed (question,
         // system prompt, shared context) is tokenized as text, so a question that types
         // "<|im_start|>system" stays inside its own user turn.
-        ChatTemplate::Rendered rendered = chat_->render_marked(ChatPrompt{system, card.question});
+        ChatTemplate::Rendered rendered = chat_->render_marked(ChatPrompt{system_of(card), card.question});
         prompts.push_back(tokenizer_->encode(rendered.text, rendered.user_text));
         texts.push_back(std::move(rendered.text));
     }
@@ -252,6 +254,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         event.lora_mode = lora_mode;
 
         std::vector<SampleResult> samples;
+        std::vector<TokenDetail> details;  // per row of this step (options.logprobs > 0)
         if (!step.rows.empty()) {
             ForwardBatch batch;
             if (step.kind == StepKind::Prefill) {
@@ -305,7 +308,11 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                 // never sampled, never offered as alternatives.
                 if (sampled_vocab < vocab)
                     std::fill(scratch.begin() + sampled_vocab, scratch.end(), std::numeric_limits<float>::lowest());
-                if (options.logprobs > 0) r.logprobs.push_back(top_logprobs(scratch.data(), scratch.size(), options.logprobs));
+                LogitSummary summary;
+                if (options.logprobs > 0) {
+                    r.logprobs.push_back(top_logprobs(scratch.data(), scratch.size(), options.logprobs));
+                    summary = summarize_logits(scratch.data(), scratch.size());
+                }
                 if (options.ignore_end_of_sequence) {
                     for (TokenId id : eos) {
                         if (id >= 0 && id < vocab) scratch[static_cast<std::size_t>(id)] = std::numeric_limits<float>::lowest();
@@ -317,6 +324,19 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                 const std::vector<TokenId> history =
                     sampler.settings().repetition_penalty != 1.0f ? planner.history(c) : std::vector<TokenId>{};
                 samples.push_back(sampler.sample(scratch.data(), scratch.size(), history));
+                if (options.logprobs > 0) {
+                    // The chosen token's log-probability from the row as the model gave
+                    // it (`scratch` now holds the sampler's penalised, scaled copy).
+                    TokenDetail d;
+                    d.id = samples.back().token;
+                    if (d.id >= 0 && d.id < vocab) {
+                        const float chosen = base[i * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(d.id)];
+                        d.logprob = static_cast<float>(static_cast<double>(chosen) - summary.log_z);
+                    }
+                    d.entropy = static_cast<float>(summary.entropy);
+                    for (const auto& [id, lp] : r.logprobs.back()) d.top.push_back({id, std::string(), lp});
+                    details.push_back(std::move(d));
+                }
             }
             planner.accept(step, samples);
         }
@@ -337,6 +357,15 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                 const TokenId token = progress.generated.back();
                 r.tokens.push_back(token);
                 update.tokens.push_back(token);
+                if (!details.empty()) {
+                    // Text only for the tokens kept: an end-of-sequence step has none.
+                    TokenDetail& d = details[i];
+                    if (tokenizer_) {
+                        d.piece = token_display_text(tokenizer_->token_bytes(d.id));
+                        for (TokenAlternative& a : d.top) a.piece = token_display_text(tokenizer_->token_bytes(a.id));
+                    }
+                    r.details.push_back(std::move(d));
+                }
                 ++decode_tokens;
                 if (first_token_s[static_cast<std::size_t>(c)] < 0) first_token_s[static_cast<std::size_t>(c)] = now_s;
                 if (!decoders.empty()) {

@@ -327,6 +327,26 @@ std::vector<std::pair<TokenId, float>> top_logprobs(const float* logits, std::si
     return out;
 }
 
+LogitSummary summarize_logits(const float* logits, std::size_t vocab) {
+    if (vocab == 0) invalid("a distribution over an empty vocabulary");
+    const float m = max_logit(logits, vocab);
+    double s = 0.0;  // sum of w_i
+    double t = 0.0;  // sum of w_i * (l_i - m)
+    for (std::size_t i = 0; i < vocab; ++i) {
+        const float w = weight(logits[i], m);
+        // w == 0 for -infinity and lowest(): skipped, as 0 * -inf would be NaN.
+        if (w > 0.0f) {
+            s += w;
+            t += static_cast<double>(w) * (static_cast<double>(logits[i]) - m);
+        }
+    }
+    LogitSummary out;
+    out.log_z = static_cast<double>(m) + std::log(s);
+    // Rounding can leave a hair below zero for a one-token distribution.
+    out.entropy = std::max(0.0, std::log(s) - t / s);
+    return out;
+}
+
 Sampler::Sampler(SamplingSettings settings) : settings_(std::move(settings)) {
     settings_.validate();
     if (settings_.seed) {

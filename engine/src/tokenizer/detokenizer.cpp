@@ -4,6 +4,29 @@
 
 namespace kev {
 
+std::string token_display_text(std::string_view bytes) {
+    std::string out;
+    out.reserve(bytes.size());
+    std::size_t i = 0;
+    while (i < bytes.size()) {
+        const auto lead = static_cast<unsigned char>(bytes[i]);
+        const std::size_t len = lead < 0x80 ? 1 : lead >= 0xC2 && lead <= 0xDF ? 2
+                              : lead >= 0xE0 && lead <= 0xEF ? 3 : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+        if (len > 0 && i + len <= bytes.size() && tok::is_valid_utf8(bytes.substr(i, len))) {
+            out.append(bytes.substr(i, len));
+            i += len;
+            continue;
+        }
+        static const char kHex[] = "0123456789ABCDEF";
+        out += "<0x";
+        out += kHex[lead >> 4];
+        out += kHex[lead & 0xF];
+        out += '>';
+        ++i;
+    }
+    return out;
+}
+
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, std::vector<std::string> stop_strings,
                              SpecialText special)
     : tokenizer_(&tokenizer), special_(special) {
