@@ -14,15 +14,22 @@
 #include <QAbstractSpinBox>
 #include <QComboBox>
 #include <QLineEdit>
+#include <QTextBlock>
+#include <QTextDocument>
+#include <QTextEdit>
 #include <QtTest>
 
 #include "card_colors.h"
+#include "board_export.h"
+#include "board_request.h"
 #include "card_state.h"
 #include "gauge_panel.h"
 #include "kev/engine_info.h"
 #include "kev_test_env.h"
 #include "main_window.h"
+#include "precision_costs.h"
 #include "question_card.h"
+#include "kev/cpu_kernels.h"
 
 namespace {
 
@@ -281,11 +288,112 @@ private Q_SLOTS:
         QCOMPARE(k.stop_strings.size(), std::size_t(2));
     }
 
+    // Issue 17: finished answers are rendered as Markdown (a code block in a fixed-pitch
+    // font), switchable to the raw text; model output cannot inject HTML.
+    void answersRenderMarkdownOrRawText() {
+        kevui::QuestionCard card;
+        kevui::CardState st;
+        st.settings.question = QStringLiteral("Show me C++.");
+        st.answer.text = QStringLiteral("Here:\n\n```cpp\nint x = 1;\n```\n\n**done** <b>raw</b>");
+        st.answer.finish = QStringLiteral("eos");
+        card.setState(st);
+        QVERIFY(card.rendersMarkdown());
+        QTextDocument* doc = card.answerView()->document();
+        bool codeBlock = false;
+        for (QTextBlock b = doc->begin(); b.isValid(); b = b.next()) {
+            if (b.text() == QStringLiteral("int x = 1;")) {
+                codeBlock = b.blockFormat().hasProperty(QTextFormat::BlockCodeFence) ||
+                            b.charFormat().fontFixedPitch() || b.begin().fragment().charFormat().fontFixedPitch();
+            }
+        }
+        QVERIFY2(codeBlock, qPrintable(doc->toHtml()));
+        QVERIFY(!doc->toPlainText().contains(QStringLiteral("```")));
+        QVERIFY(!doc->toPlainText().contains(QStringLiteral("**done**")));
+        QVERIFY2(doc->toPlainText().contains(QStringLiteral("<b>raw</b>")), qPrintable(doc->toPlainText()));  // shown, not applied
+        card.setRenderMarkdown(false);
+        QCOMPARE(doc->toPlainText(), st.answer.text);
+        QCOMPARE(card.answerText(), st.answer.text);  // Copy and exports always use the raw text
+    }
+
+    // One function builds every request: the card's own system prompt wins over the board's,
+    // LoRA follows the toolbar unless the card says, and Replay uses what the answer ran with.
+    void requestsAreBuiltInOnePlace() {
+        kevui::BoardInputs board;
+        board.system = QStringLiteral("Be brief.");
+        board.sharedContext = QStringLiteral("A shared page.");
+        board.loraOn = true;
+        board.loraScale = 0.5;
+        kevui::CardSettings a;
+        a.question = QStringLiteral("One?");
+        kevui::CardSettings b = a;
+        b.question = QStringLiteral("Two?");
+        b.system = QStringLiteral("Answer in French.");
+        b.lora = false;
+        const kev::GenerationRequest r = kevui::boardRequest({a, b}, board);
+        QCOMPARE(r.cards.size(), std::size_t(2));
+        QCOMPARE(r.system.value_or(""), std::string("Be brief."));
+        QCOMPARE(r.shared_context, std::string("A shared page."));
+        QVERIFY(!r.cards[0].system);
+        QCOMPARE(r.cards[1].system.value_or(""), std::string("Answer in French."));
+        QVERIFY(r.cards[0].lora.enabled && !r.cards[1].lora.enabled);
+        QCOMPARE(r.cards[0].lora.scale, 0.5f);
+        QCOMPARE(*kevui::resolvedSettings(a, board).lora, true);
+
+        kevui::CardAnswer ans;
+        ans.tokens = {4, 5, 6, 7};
+        ans.seedUsed = 99;
+        ans.ranWith = kevui::resolvedSettings(b, board);
+        ans.ranWithSystem = QStringLiteral("Be brief.");
+        ans.ranWithSharedContext = QStringLiteral("A shared page.");
+        ans.ranWithLoraScale = 0.5;
+        kevui::CardSettings now = b;
+        now.question = QStringLiteral("Edited since");
+        kevui::BoardInputs boardNow;
+        boardNow.system = QStringLiteral("Something else");
+        const kev::GenerationRequest replay = kevui::replayRequest(ans, now, boardNow);
+        QCOMPARE(replay.cards.size(), std::size_t(1));
+        QCOMPARE(replay.cards[0].question, std::string("Two?"));
+        QCOMPARE(replay.cards[0].system.value_or(""), std::string("Answer in French."));
+        QCOMPARE(replay.system.value_or(""), std::string("Be brief."));
+        QCOMPARE(replay.shared_context, std::string("A shared page."));
+        QCOMPARE(replay.cards[0].sampling.seed.value_or(0), std::uint64_t(99));
+        QCOMPARE(replay.cards[0].sampling.max_new_tokens, std::int64_t(4));
+    }
+
+    // Issue 17: what each precision holds for a model's shape, and the warning where a
+    // precision has no fast kernel (forced here with the scalar kernel family).
+    void precisionCostsAndWarnings() {
+        kevui::ModelShape shape;  // SmolLM2-135M-like: 30 layers, tied head
+        shape.linear = 106'000'000;
+        shape.embedding = 28'311'552;
+        shape.other = 35'000;
+        shape.tiedHead = true;
+        const qint64 f32 = kevui::estimatedWeightBytes(shape, kevui::PrecisionRow::F32);
+        const qint64 half = kevui::estimatedWeightBytes(shape, kevui::PrecisionRow::Half);
+        const qint64 four = kevui::estimatedWeightBytes(shape, kevui::PrecisionRow::FourBit);
+        QCOMPARE(f32, 2 * half);
+        QCOMPARE(f32, 4 * (shape.linear + shape.embedding + shape.other));
+        // 4.5 bits a linear parameter (the tied head quantized apart), the rest in bf16.
+        QCOMPARE(four, (shape.linear + shape.embedding) * 9 / 16 + 2 * (shape.embedding + shape.other));
+        QVERIFY(four < half);
+        QVERIFY(kevui::precisionCost(shape, kevui::PrecisionRow::F32, false).warning.isEmpty());
+
+        const kev::Isa before = kev::isa_limit();
+        kev::set_isa_limit(kev::Isa::Scalar);
+        const kevui::PrecisionCost slow = kevui::precisionCost(shape, kevui::PrecisionRow::Half, false);
+        kev::set_isa_limit(before);
+        QVERIFY2(slow.warning.contains(QStringLiteral("slower than fp32")), qPrintable(slow.warning));
+        QVERIFY2(kevui::precisionLabel(QStringLiteral("half"), slow).endsWith(QStringLiteral("slow here")),
+                 qPrintable(kevui::precisionLabel(QStringLiteral("half"), slow)));
+        QVERIFY(kevui::precisionCost(shape, kevui::PrecisionRow::Half, /*cuda=*/true).warning.isEmpty());
+    }
+
     // Issue 17: an answer records what it ran with; an edit after it marks it stale.
     void answerRecordsItsInputsAndGoesStale() {
         kevui::CardSettings s;
         s.question = QStringLiteral("Why is the sky blue?");
         s.temperature = 0.9;
+        s.system = QStringLiteral("Answer like a physicist.");
         kevui::CardAnswer a;
         a.text = QStringLiteral("Rayleigh scattering.");
         a.finish = QStringLiteral("eos");
@@ -296,6 +404,9 @@ private Q_SLOTS:
         a.ranWith->lora = true;
         a.ranWithSharedContext = QStringLiteral("Physics class.");
         a.ranWithLoraScale = 0.5;
+        a.ranWithSystem = QStringLiteral("Be brief.");
+        a.ranWithAdapter = QStringLiteral("adapters/x");
+        a.ranWithModelHash = QStringLiteral("00ff");
         QVERIFY(!kevui::answerIsStale(a, s));  // engine-picked seed, toolbar LoRA: unchanged
         kevui::CardSettings edited = s;
         edited.question += QStringLiteral(" Briefly.");
@@ -305,6 +416,9 @@ private Q_SLOTS:
         QVERIFY(kevui::answerIsStale(a, edited));
         edited = s;
         edited.seed = 7;
+        QVERIFY(kevui::answerIsStale(a, edited));
+        edited = s;
+        edited.system = QStringLiteral("Answer like a poet.");  // the card's own system prompt is an input too
         QVERIFY(kevui::answerIsStale(a, edited));
 
         kevui::Workspace w;
@@ -317,18 +431,37 @@ private Q_SLOTS:
         QCOMPARE(r.ranWithSharedContext, a.ranWithSharedContext);
         QCOMPARE(r.ranWithLoraScale, 0.5);
         QCOMPARE(r.ranWithModel, a.ranWithModel);
+        QCOMPARE(r.ranWithSystem, a.ranWithSystem);
+        QCOMPARE(r.ranWithAdapter, a.ranWithAdapter);
+        QCOMPARE(r.ranWithModelHash, a.ranWithModelHash);
+        QCOMPARE(back->cards[0].settings.system, s.system);
 
         // The Markdown export says what produced each answer, and which answers are stale.
         w.cards[0].answer.ranWithModel = QStringLiteral("models/tiny.gguf");
         w.cards[0].answer.ranWithWeights = QStringLiteral("q4_1, bf16");
         w.cards[0].answer.ranWithKev = QStringLiteral("9.9.9");
+        w.cards[0].answer.ranWithModelHash = QStringLiteral("ab12");
+        w.cards[0].answer.ranWithAdapter = QStringLiteral("adapters/capitals");
         QString md = kevui::answersMarkdown(w);
-        QVERIFY2(md.contains(QStringLiteral("Ran with: model `models/tiny.gguf`, weights q4_1, bf16, LoRA on (scale 0.5), Kev 9.9.9")),
+        QVERIFY2(md.contains(QStringLiteral("Ran with: model `models/tiny.gguf` (sha256 `ab12`), weights q4_1, bf16, "
+                                            "LoRA on (`adapters/capitals`, scale 0.5), Kev 9.9.9")),
                  qPrintable(md));
         QVERIFY(!md.contains(QStringLiteral("stale")));
+
+        // CSV: one row per card with what produced it; quoting and formula-looking text.
+        w.cards[0].answer.text = QStringLiteral("=SUM(A1), and \"quoted\"\nsecond line");
+        const QString csv = kevui::answersCsv(w);
+        const QStringList lines = csv.split(QStringLiteral("\r\n"));
+        QVERIFY2(lines[0].startsWith(QStringLiteral("card,from,question,system_prompt,temperature")), qPrintable(lines[0]));
+        QVERIFY(lines[0].contains(QStringLiteral(",model,model_sha256,weights,kev_version,stale,")));
+        QVERIFY2(csv.contains(QStringLiteral(",on,0.5,adapters/capitals,models/tiny.gguf,ab12,\"q4_1, bf16\",9.9.9,no,")),
+                 qPrintable(csv));
+        QVERIFY2(csv.contains(QStringLiteral("\"'=SUM(A1), and \"\"quoted\"\"\nsecond line\"")), qPrintable(csv));
+
         w.cards[0].settings.temperature = 0.1;
         md = kevui::answersMarkdown(w);
         QVERIFY2(md.contains(QStringLiteral("stale: the card was edited after this answer")), qPrintable(md));
+        QVERIFY(kevui::answersCsv(w).contains(QStringLiteral(",yes,")));
 
         kevui::QuestionCard card;
         card.setState({s, a});

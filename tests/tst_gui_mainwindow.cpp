@@ -11,6 +11,9 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardItemModel>
+#include <QScrollArea>
+#include <QTextEdit>
+#include <QToolButton>
 #include <QtTest>
 
 #include "card_state.h"
@@ -18,6 +21,8 @@
 #include "kev/engine_info.h"
 #include "kev_test_env.h"
 #include "main_window.h"
+#include "gauge_panel.h"
+#include "pack_view.h"
 #include "question_card.h"
 
 class TestGuiMainWindow : public QObject {
@@ -61,6 +66,54 @@ private Q_SLOTS:
         const QString builtin = QString::fromStdString(kev::builtin_model_path());
         QVERIFY(QSettings().value(QStringLiteral("model/recent")).toStringList().contains(builtin));
         QCOMPARE(kevui::MainWindow::defaultModelPath(), builtin);
+    }
+
+    // Issue 17: at 1000×700 with every card's advanced settings open, each card's footer
+    // (Copy, Replay, ...) is still in view, the rate plot keeps its height and the pack view
+    // its header; the precision menu says what each choice holds and the gauge what a
+    // change frees.
+    void layoutHoldsAt1000x700() {
+        kevui::MainWindow w(QString::fromStdString(kev::builtin_model_path()));
+        QSignalSpy ready(&w, &kevui::MainWindow::modelReady);
+        w.resize(1000, 700);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(ready.wait(120000));
+        for (kevui::QuestionCard* card : w.cards()) {
+            auto* toggle = card->findChild<QToolButton*>(QStringLiteral("advancedToggle"));
+            QVERIFY(toggle);
+            toggle->setChecked(true);
+        }
+        QTest::qWait(50);
+        auto* scroll = w.findChild<QScrollArea*>(QStringLiteral("cardScroll"));
+        QVERIFY(scroll);
+        QWidget* viewport = scroll->viewport();
+        for (kevui::QuestionCard* card : w.cards()) {
+            for (const char* name : {"copyButton", "replayButton", "cardStopButton"}) {
+                auto* button = card->findChild<QToolButton*>(QLatin1String(name));
+                QVERIFY2(button && button->isVisible(), name);
+                const QPoint top = button->mapTo(viewport, QPoint(0, 0));
+                QVERIFY2(top.y() >= 0 && top.y() + button->height() <= viewport->height(),
+                         qPrintable(QStringLiteral("card %1's %2 is at y %3..%4 of a %5 px viewport")
+                                        .arg(card->number())
+                                        .arg(QLatin1String(name))
+                                        .arg(top.y())
+                                        .arg(top.y() + button->height())
+                                        .arg(viewport->height())));
+            }
+            QVERIFY(card->answerView()->height() >= 40);
+            qInfo("card %d: Copy at y %d of a %d px viewport", card->number(),
+                  card->findChild<QToolButton*>(QStringLiteral("copyButton"))->mapTo(viewport, QPoint(0, 0)).y(),
+                  viewport->height());
+        }
+        QVERIFY2(w.gauges()->plot()->height() >= 40, qPrintable(QString::number(w.gauges()->plot()->height())));
+        QVERIFY(w.packView()->height() >= w.packView()->minimumHeight());
+
+        auto* precision = w.findChild<QComboBox*>(QStringLiteral("precisionCombo"));
+        QVERIFY2(precision->itemText(2).startsWith(QStringLiteral("fp32 · ~")), qPrintable(precision->itemText(2)));
+        QVERIFY2(precision->itemText(0).startsWith(QStringLiteral("4-bit · ~")), qPrintable(precision->itemText(0)));
+        QVERIFY2(w.gauges()->text().contains(QStringLiteral("Instead: ")), qPrintable(w.gauges()->text()));
+        QVERIFY2(w.gauges()->text().contains(QStringLiteral("fp32 ~")), qPrintable(w.gauges()->text()));
     }
 
     void settingsPersist() {

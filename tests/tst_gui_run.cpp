@@ -9,6 +9,7 @@
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTimer>
 #include <QToolButton>
@@ -23,7 +24,11 @@
 #include "gauge_panel.h"
 #include "kev/quant.h"
 #include "kev_test_env.h"
+#include "bundle_view.h"
+#include "kev/bundle.h"
+#include "kev/file_hash.h"
 #include "main_window.h"
+#include "prompt_dialog.h"
 #include "pack_view.h"
 #include "question_card.h"
 
@@ -185,6 +190,106 @@ private Q_SLOTS:
         QVERIFY(w.replayCard(card));
         QVERIFY(done.wait(180000));
         QVERIFY2(card->messageText().contains(QStringLiteral("match the packed run")), qPrintable(card->messageText()));
+    }
+
+    // Issue 17: a board system prompt and a card's own reach the prompt the model reads
+    // (shown by the card's Prompt button, with its tokens) and are recorded with the
+    // answer, with the model file's hash.
+    void systemPromptsReachThePromptAndTheRecord() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("What is the capital of Italy?"), QStringLiteral("What is the capital of Spain?")}, 6);
+        w.setBoardSystem(QStringLiteral("You are a pirate."));
+        kevui::CardSettings own = w.cards()[1]->settings();
+        own.system = QStringLiteral("You answer in one word.");
+        w.cards()[1]->setSettings(own);
+
+        const auto promptOf = [&](kevui::QuestionCard* card) -> kevui::PromptView {
+            for (auto* d : w.findChildren<kevui::PromptDialog*>()) delete d;
+            w.showPrompt(card);
+            QElapsedTimer t;
+            t.start();
+            kevui::PromptDialog* dialog = nullptr;
+            while (!(dialog = w.findChild<kevui::PromptDialog*>()) && t.elapsed() < 30000) QTest::qWait(20);
+            return dialog ? dialog->view() : kevui::PromptView{};
+        };
+        const kevui::PromptView first = promptOf(w.cards()[0]);
+        QVERIFY2(first.text.contains(QStringLiteral("You are a pirate.")), qPrintable(first.text));
+        QVERIFY2(first.text.contains(QStringLiteral("capital of Italy")), qPrintable(first.text));
+        QVERIFY(first.ids.size() > 5 && first.ids.size() == first.pieces.size());
+        QCOMPARE(first.pieces.join(QString()), first.text);  // the tokens spell the prompt, special tokens included
+        const kevui::PromptView second = promptOf(w.cards()[1]);
+        QVERIFY2(second.text.contains(QStringLiteral("You answer in one word.")), qPrintable(second.text));
+        QVERIFY2(!second.text.contains(QStringLiteral("pirate")), qPrintable(second.text));
+        for (auto* d : w.findChildren<kevui::PromptDialog*>()) delete d;
+
+        QTRY_VERIFY_WITH_TIMEOUT(!w.engine()->model().sha256.isEmpty(), 60000);
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        const kevui::CardAnswer& a = w.cards()[0]->answer();
+        QCOMPARE(a.ranWithSystem, QStringLiteral("You are a pirate."));
+        QCOMPARE(w.cards()[1]->answer().ranWith->system, QStringLiteral("You answer in one word."));
+        QCOMPARE(a.ranWithModelHash.toStdString(), kev::model_hash(kevtest::builtinModel().toStdString()));
+        // Every generated token carries its probability and alternatives (the comparison view).
+        QCOMPARE(a.details.size(), a.tokens.size());
+        w.setBoardSystem(QString());
+    }
+
+    // Issue 17: the board exports as a reproducibility bundle; the app opens it read-only
+    // and Replay all reruns it: every card matches; a changed token and a changed model
+    // hash are reported, naming the card and the token.
+    void bundleExportOpensAndReplays() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("What is the capital of France?"), QStringLiteral("Name a colour.")}, 8);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.engine()->model().sha256.isEmpty(), 60000);
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        const QString path = kevtest::workDir() + QStringLiteral("/board.kevbundle.json");
+        QVERIFY2(w.exportBundle(path), qPrintable(w.windowMessage()));
+        const kev::Bundle b = kev::read_bundle(path.toStdString());
+        QCOMPARE(b.cards.size(), std::size_t(2));
+        QCOMPARE(b.model.sha256, w.engine()->model().sha256.toStdString());
+        QCOMPARE(b.cards[1].tokens.size(), static_cast<std::size_t>(w.cards()[1]->answer().tokens.size()));
+        QCOMPARE(b.cards[1].sampling.seed.value_or(0), *w.cards()[1]->answer().seedUsed);
+        const QString boardBefore = w.cards()[0]->answerText();
+
+        kevui::BundleDialog* d = w.openBundle(path);
+        QVERIFY(d);
+        QVERIFY2(d->modelNote().contains(QStringLiteral("is the bundle's")), qPrintable(d->modelNote()));
+        auto* replay = d->findChild<QPushButton*>(QStringLiteral("replayAllButton"));
+        QVERIFY(replay && replay->isEnabled());
+        QTest::mouseClick(replay, Qt::LeftButton);
+        QVERIFY(done.wait(180000));
+        QCOMPARE(d->differing(), 0);
+        QVERIFY2(d->verdict(0).contains(QStringLiteral("match")), qPrintable(d->verdict(0)));
+        QVERIFY2(d->summary().contains(QStringLiteral("every card's tokens match")), qPrintable(d->summary()));
+        QCOMPARE(w.cards()[0]->answerText(), boardBefore);  // read-only: the board is untouched
+        d->close();
+
+        kev::Bundle tampered = b;
+        tampered.cards[1].tokens[2] = tampered.cards[1].tokens[2] == 30 ? 31 : 30;
+        tampered.model.sha256 = std::string(64, '0');
+        const QString path2 = kevtest::workDir() + QStringLiteral("/tampered.kevbundle.json");
+        kev::write_bundle(tampered, path2.toStdString());
+        d = w.openBundle(path2);
+        QVERIFY(d);
+        QVERIFY2(d->modelNote().contains(QStringLiteral("differs from the bundle's")), qPrintable(d->modelNote()));
+        QTest::mouseClick(d->findChild<QPushButton*>(QStringLiteral("replayAllButton")), Qt::LeftButton);
+        QVERIFY(done.wait(180000));
+        QCOMPARE(d->differing(), 1);
+        QVERIFY2(d->verdict(1).startsWith(QStringLiteral("differs at token 3")), qPrintable(d->verdict(1)));
+        QVERIFY2(d->summary().contains(QStringLiteral("card 2")), qPrintable(d->summary()));
+        d->close();
+
+        // A bundle that is not one is refused with the reason; the app goes on.
+        const QString bad = kevtest::workDir() + QStringLiteral("/bad.kevbundle.json");
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"format\": \"zip\"}");
+        f.close();
+        QVERIFY(!w.openBundle(bad));
+        QVERIFY2(w.windowMessage().contains(QStringLiteral("Cannot open the bundle")), qPrintable(w.windowMessage()));
     }
 
     // The toolbar's LoRA with the demo adapter: a card overriding it off runs beside the

@@ -12,6 +12,7 @@
 #include <QSignalSpy>
 #include <QAction>
 #include <QFileInfo>
+#include <QUndoStack>
 #include <QtTest>
 
 #include <sys/stat.h>
@@ -212,6 +213,79 @@ private Q_SLOTS:
         // The board Restore replaced (the file's) is kept in turn.
         QVERIFY(w.previousBoardFile() != kept);
         QCOMPARE(kevui::workspaceFromJson(readFile(w.previousBoardFile()), nullptr)->cards.size(), 2);
+    }
+
+    // Issue 17: undo brings back a removed card (answer included) and a replaced board;
+    // edits of one card in a burst are one step; answers are not undo steps.
+    void undoRestoresRemovedCardsAndReplacedBoards() {
+        kevui::MainWindow w(kNoModel);
+        QTRY_VERIFY(!w.loadingWorkspace());
+        QUndoStack* stack = w.undoStack();
+        const int cards = static_cast<int>(w.cards().size());
+        QVERIFY(cards >= 2);
+        kevui::CardState mine = w.cards()[1]->state();
+        mine.settings.question = QStringLiteral("A question I spent time on");
+        mine.answer.text = QStringLiteral("Its answer, worth keeping");
+        mine.answer.finish = QStringLiteral("eos");
+        mine.answer.tokens = {1, 2, 3};
+        w.cards()[1]->setState(mine);  // an edit (the answer itself came from a run)
+        const int number = w.cards()[1]->number();
+
+        w.removeCard(w.cards()[1]);
+        QCOMPARE(w.cards().size(), cards - 1);
+        QVERIFY(w.undo());
+        QCOMPARE(w.cards().size(), cards);
+        QCOMPARE(w.cards()[1]->number(), number);  // back in its place, with its number
+        QCOMPARE(w.cards()[1]->settings().question, mine.settings.question);
+        QCOMPARE(w.cards()[1]->answerText(), mine.answer.text);
+        QVERIFY(w.redo());
+        QCOMPARE(w.cards().size(), cards - 1);
+        QVERIFY(w.undo());
+        QCOMPARE(w.cards()[1]->answerText(), mine.answer.text);
+
+        // A burst of typing in one card is one step, undone at once.
+        const QString before = w.cards()[0]->settings().question;
+        const int steps = stack->index();
+        w.cards()[0]->questionEdit()->setPlainText(before + QStringLiteral(" and"));
+        w.cards()[0]->questionEdit()->setPlainText(before + QStringLiteral(" and more"));
+        QCOMPARE(stack->index(), steps + 1);
+        QVERIFY2(stack->undoText().contains(QStringLiteral("Edit card")), qPrintable(stack->undoText()));
+        QVERIFY(w.undo());
+        QCOMPARE(w.cards()[0]->settings().question, before);
+        QVERIFY(w.redo());
+        QCOMPARE(w.cards()[0]->settings().question, before + QStringLiteral(" and more"));
+
+        // Duplicate, then undo: the copy goes, the source stays.
+        w.duplicateCard(w.cards()[0]);
+        QCOMPARE(w.cards().size(), cards + 1);
+        QVERIFY(w.undo());
+        QCOMPARE(w.cards().size(), cards);
+
+        // Opening a question set replaces the board; undo brings it back, answers included.
+        const QString set = workspaceDir() + QStringLiteral("/undo-set.json");
+        kevui::Workspace other;
+        kevui::CardState q;
+        q.settings.question = QStringLiteral("From the file");
+        other.cards = {q};
+        QString error;
+        QVERIFY2(kevui::saveWorkspace(set, other, kevui::WithAnswers::No, &error), qPrintable(error));
+        QVERIFY(w.loadQuestionSet(set));
+        QTRY_VERIFY(!w.loadingWorkspace());
+        QCOMPARE(w.cards().size(), 1);
+        QVERIFY2(stack->undoText().startsWith(QStringLiteral("Open undo-set.json")), qPrintable(stack->undoText()));
+        QVERIFY(w.undo());
+        QTRY_VERIFY(!w.loadingWorkspace());
+        QCOMPARE(w.cards().size(), cards);
+        QCOMPARE(w.cards()[1]->answerText(), mine.answer.text);
+        QVERIFY(w.redo());
+        QTRY_VERIFY(!w.loadingWorkspace());
+        QCOMPARE(w.cards().size(), 1);
+        QCOMPARE(w.cards()[0]->settings().question, QStringLiteral("From the file"));
+        // And the board's prompt fields are steps too.
+        w.setBoardSystem(QStringLiteral("Be brief."));
+        QCOMPARE(w.workspace().system, QStringLiteral("Be brief."));
+        QVERIFY(w.undo());
+        QCOMPARE(w.workspace().system, QString());
     }
 
     void largeWorkspaceLoadsInSlices() {

@@ -29,9 +29,13 @@ QJsonObject answerToJson(const CardAnswer& a) {
     QJsonArray ids;
     for (int t : a.tokens) ids.append(t);
     o[QStringLiteral("tokens")] = ids;
+    if (!a.details.isEmpty()) o[QStringLiteral("details")] = tokenViewsToJson(a.details);
     if (a.ranWith) {
         QJsonObject r = toJson(*a.ranWith);
         r[QStringLiteral("shared_context")] = a.ranWithSharedContext;
+        if (!a.ranWithSystem.isEmpty()) r[QStringLiteral("board_system")] = a.ranWithSystem;
+        if (!a.ranWithAdapter.isEmpty()) r[QStringLiteral("adapter")] = a.ranWithAdapter;
+        if (!a.ranWithModelHash.isEmpty()) r[QStringLiteral("model_sha256")] = a.ranWithModelHash;
         r[QStringLiteral("lora_scale")] = a.ranWithLoraScale;
         r[QStringLiteral("model")] = a.ranWithModel;
         r[QStringLiteral("weights")] = a.ranWithWeights;
@@ -57,6 +61,9 @@ CardAnswer answerFromJson(const QJsonObject& o) {
     if (ran.isObject()) {
         a.ranWith = settingsFromJson(ran.toObject());
         a.ranWithSharedContext = ran.toObject().value(QStringLiteral("shared_context")).toString();
+        a.ranWithSystem = ran.toObject().value(QStringLiteral("board_system")).toString();
+        a.ranWithAdapter = ran.toObject().value(QStringLiteral("adapter")).toString();
+        a.ranWithModelHash = ran.toObject().value(QStringLiteral("model_sha256")).toString();
         a.ranWithLoraScale = ran.toObject().value(QStringLiteral("lora_scale")).toDouble(1.0);
         a.ranWithModel = ran.toObject().value(QStringLiteral("model")).toString();
         a.ranWithWeights = ran.toObject().value(QStringLiteral("weights")).toString();
@@ -91,7 +98,7 @@ bool CardSettings::operator==(const CardSettings& o) const {
     return question == o.question && temperature == o.temperature && topP == o.topP &&
            topK == o.topK && minP == o.minP && repetitionPenalty == o.repetitionPenalty &&
            maxNewTokens == o.maxNewTokens && seed == o.seed &&
-           stopStrings == o.stopStrings && lora == o.lora;
+           stopStrings == o.stopStrings && lora == o.lora && system == o.system;
 }
 
 bool answerIsStale(const CardAnswer& answer, const CardSettings& now) {
@@ -115,6 +122,7 @@ QJsonObject toJson(const CardSettings& s) {
     o[QStringLiteral("seed")] = s.seed ? QJsonValue(QString::number(*s.seed)) : QJsonValue();
     o[QStringLiteral("stop_strings")] = QJsonArray::fromStringList(s.stopStrings);
     if (s.lora) o[QStringLiteral("lora")] = *s.lora;
+    if (!s.system.isEmpty()) o[QStringLiteral("system")] = s.system;
     return o;
 }
 
@@ -136,6 +144,7 @@ CardSettings settingsFromJson(const QJsonObject& o) {
     for (const QJsonValue& stop : o.value(QStringLiteral("stop_strings")).toArray())
         s.stopStrings.push_back(stop.toString());
     if (o.value(QStringLiteral("lora")).isBool()) s.lora = o.value(QStringLiteral("lora")).toBool();
+    s.system = o.value(QStringLiteral("system")).toString();
     return s;
 }
 
@@ -143,6 +152,7 @@ QJsonObject toJson(const Workspace& w, WithAnswers answers) {
     QJsonObject o;
     o[QStringLiteral("kev_workspace")] = kFormatVersion;
     o[QStringLiteral("shared_context")] = w.sharedContext;
+    if (!w.system.isEmpty()) o[QStringLiteral("system")] = w.system;
     if (!w.model.isEmpty()) o[QStringLiteral("model")] = w.model;
     QJsonArray cards;
     for (const CardState& c : w.cards) {
@@ -170,6 +180,7 @@ std::optional<Workspace> workspaceFromJson(const QByteArray& json, QString* erro
     const QJsonObject o = doc.object();
     Workspace w;
     w.sharedContext = o.value(QStringLiteral("shared_context")).toString();
+    w.system = o.value(QStringLiteral("system")).toString();
     w.model = o.value(QStringLiteral("model")).toString();
     int index = 0;
     for (const QJsonValue& v : o.value(QStringLiteral("cards")).toArray()) {
@@ -180,6 +191,16 @@ std::optional<Workspace> workspaceFromJson(const QByteArray& json, QString* erro
         CardState c;
         c.settings = settingsFromJson(v.toObject());
         c.answer = answerFromJson(v.toObject().value(QStringLiteral("answer")).toObject());
+        const QJsonValue details = v.toObject().value(QStringLiteral("answer")).toObject().value(QStringLiteral("details"));
+        if (!details.isUndefined()) {
+            QString why;
+            std::optional<QVector<TokenView>> views = tokenViewsFromJson(details, c.answer.tokens, &why);
+            if (!views) {
+                if (error) *error = QStringLiteral("card %1: answer details: %2").arg(index + 1).arg(why);
+                return std::nullopt;
+            }
+            c.answer.details = std::move(*views);
+        }
         // Outside 1..1,000,000 a number is not one Kev gave: the board gives a new one.
         c.number = std::clamp(saturatedInt(v.toObject().value(QStringLiteral("number")), 0), 0, 1000000);
         c.from = std::clamp(saturatedInt(v.toObject().value(QStringLiteral("from")), 0), 0, 1000000);
@@ -195,7 +216,11 @@ bool saveWorkspace(const QString& path, const Workspace& w, WithAnswers answers,
         if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
         return false;
     }
-    file.write(QJsonDocument(toJson(w, answers)).toJson(QJsonDocument::Indented));
+    // A board with answers (the autosaved workspace, with every token's alternatives) is
+    // written compact: a 16-card board is ~1 MB instead of ~5 MB, saved on every change.
+    // Question sets stay indented for people to read and edit.
+    file.write(QJsonDocument(toJson(w, answers))
+                   .toJson(answers == WithAnswers::Yes ? QJsonDocument::Compact : QJsonDocument::Indented));
     if (!file.commit()) {
         if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
         return false;
@@ -278,47 +303,6 @@ QString divergenceText(const QString& packed, const QString& alone, int context)
         return QStringLiteral("[%1%2]").arg(r, t.size() > at + context ? QStringLiteral("…") : QString());
     };
     return QStringLiteral("%1 %2 | %3").arg(shared, rest(packed), rest(alone));
-}
-
-QString answersMarkdown(const Workspace& w) {
-    QString md = QStringLiteral("# Kev answers\n\n");
-    if (!w.model.isEmpty()) md += QStringLiteral("Model: `%1`\n\n").arg(w.model);
-    if (!w.sharedContext.isEmpty()) md += QStringLiteral("## Shared context\n\n%1\n\n").arg(w.sharedContext);
-    int n = 1;
-    for (const CardState& c : w.cards) {
-        const CardSettings& s = c.settings;
-        md += QStringLiteral("## Card %1\n\n**Question:** %2\n\n").arg(c.number > 0 ? c.number : n).arg(s.question);
-        ++n;
-        md += QStringLiteral("Settings: temperature %1, top-p %2, top-k %3, min-p %6, repetition penalty %7, "
-                             "max new tokens %4, seed %5\n\n")
-                  .arg(s.temperature, 0, 'f', 2)
-                  .arg(s.topP, 0, 'f', 2)
-                  .arg(s.topK)
-                  .arg(s.maxNewTokens)
-                  .arg(c.answer.seedUsed ? QString::number(*c.answer.seedUsed)
-                                         : (s.seed ? QString::number(*s.seed) : QStringLiteral("random")))
-                  .arg(s.minP, 0, 'f', 2)
-                  .arg(s.repetitionPenalty, 0, 'f', 2);
-        if (const std::optional<CardSettings>& r = c.answer.ranWith) {
-            // What produced the answer, so the export stands on its own as a record.
-            md += QStringLiteral("Ran with: model `%1`, weights %2, LoRA %3, Kev %4%5\n\n")
-                      .arg(c.answer.ranWithModel.isEmpty() ? QStringLiteral("?") : c.answer.ranWithModel,
-                           c.answer.ranWithWeights.isEmpty() ? QStringLiteral("?") : c.answer.ranWithWeights,
-                           r->lora.value_or(false) ? QStringLiteral("on (scale %1)").arg(c.answer.ranWithLoraScale)
-                                                   : QStringLiteral("off"),
-                           c.answer.ranWithKev.isEmpty() ? QStringLiteral("?") : c.answer.ranWithKev,
-                           answerIsStale(c.answer, s) ? QStringLiteral(" — stale: the card was edited after this answer")
-                                                      : QString());
-        }
-        md += QStringLiteral("**Answer:**\n\n%1\n\n").arg(c.answer.text);
-        md += QStringLiteral("_%1 prompt tokens, %2 generated, %3 tok/s, first token after %4 s, finished: %5_\n\n")
-                  .arg(c.answer.promptTokens)
-                  .arg(c.answer.generatedTokens)
-                  .arg(c.answer.tokensPerS, 0, 'f', 2)
-                  .arg(c.answer.timeToFirstTokenS, 0, 'f', 2)
-                  .arg(c.answer.finish.isEmpty() ? QStringLiteral("-") : c.answer.finish);
-    }
-    return md;
 }
 
 }  // namespace kevui

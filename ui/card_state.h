@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "kev/generator.h"
+#include "token_view.h"
 
 namespace kevui {
 
@@ -29,6 +30,7 @@ struct CardSettings {
     std::optional<quint64> seed;          // unset: the engine picks one and reports it
     QStringList stopStrings;
     std::optional<bool> lora;             // LoRA for this card; unset: the toolbar's choice
+    QString system;                       // this card's system prompt; empty: the board's
 
     // The engine's view of the settings (not validated: the engine does that).
     kev::SamplingSettings sampling() const;
@@ -44,13 +46,20 @@ struct CardAnswer {
     double timeToFirstTokenS = 0.0;
     std::optional<quint64> seedUsed;
     QVector<int> tokens;                  // generated ids (solo replay compares them)
+    // Per token of `tokens` (same length): its text, probability, the entropy and the
+    // top alternatives, for the comparison view. Empty for answers without them (runs
+    // that did not ask for logprobs, answers saved before).
+    QVector<TokenView> details;
     // What this answer ran with: the card's settings as sent (seed: the one used; lora:
     // resolved against the toolbar), the shared context and the LoRA scale. Replay
     // replays these, whatever the card shows now. Unset for answers saved before.
     std::optional<CardSettings> ranWith;
     QString ranWithSharedContext;
+    QString ranWithSystem;     // the board's system prompt (the card's own is in ranWith)
     double ranWithLoraScale = 1.0;
+    QString ranWithAdapter;    // the adapter folder, when LoRA was on
     QString ranWithModel;      // the model file or folder
+    QString ranWithModelHash;  // its SHA-256 (kev::model_hash), empty when not known
     QString ranWithWeights;    // what its weights were held as ("q4_1 + nf4, bf16")
     QString ranWithKev;        // Kev's version
 };
@@ -72,6 +81,7 @@ struct CardState {
 // A workspace or a question set. Question sets are the same format without answers.
 struct Workspace {
     QString sharedContext;
+    QString system;                       // the board's system prompt; empty: the template's
     QString model;                        // informative; the app's model comes from QSettings
     QVector<CardState> cards;
 };
@@ -121,7 +131,5 @@ LoadedWorkspace loadWorkspace(const QString& path, const QDateTime& now = QDateT
 // Empty when the texts are equal.
 QString divergenceText(const QString& packed, const QString& alone, int context = 24);
 
-// Markdown with the model, each card's settings, answer and stats.
-QString answersMarkdown(const Workspace& w);
 
 }  // namespace kevui

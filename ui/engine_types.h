@@ -14,6 +14,7 @@
 #include "kev/engine_info.h"
 #include "kev/generator.h"
 #include "kev/weights.h"
+#include "precision_costs.h"
 
 namespace kevui {
 
@@ -41,6 +42,11 @@ struct ModelInfo {
     qint64 kvBytesPerSlot = 0;  // key + value over all layers, for the KV-cache gauge
     double loadSeconds = 0.0;
     QString chatNote;           // why there is no chat template, when there is none
+    ModelShape shape;           // parameters by kind, for what each precision would cost
+    QString defaultSystem;      // the system prompt the template adds when none is given
+    // The model file's SHA-256 (kev::model_hash): computed after the load on the loader
+    // thread, so it is empty for a moment (EngineHost::modelHashed says when it is set).
+    QString sha256;
 };
 
 // The pack as the pack view draws it: the plan plus every row's token text, so the
@@ -48,6 +54,7 @@ struct ModelInfo {
 struct PackPreview {
     kev::PackPlan plan;
     QStringList rowPieces;      // per packed row: the token's text as the model sees it
+    QStringList prompts;        // per request card: its whole prompt text, template included
     QVector<int> cardOfRequest; // request card index -> the window's card index
     qint64 kvEstimateBytes = 0; // cache_slots * kvBytesPerSlot
 };

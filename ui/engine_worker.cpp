@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "kev/error.h"
+#include "kev/file_hash.h"
 #include "kev/kv_cache.h"
 #include "kev/quant.h"
 #include "kev/session.h"
@@ -76,13 +77,29 @@ void ModelLoader::load(const QString& path, const LoadSettings& settings) {
         info.weightBytes4Bit = memory.quantized();
         info.weightFormats = weightFormats(memory, settings.dtype);
         info.parameters = config.parameter_count();
+        const qint64 h = config.hidden_size;
+        info.shape.embedding = config.vocab_size * h;
+        info.shape.linear = config.num_layers * (2 * h * config.q_size() + 2 * h * config.kv_size() +
+                                                 3 * h * config.intermediate_size) +
+                            (config.tie_word_embeddings ? 0 : info.shape.embedding);
+        info.shape.other = std::max<qint64>(0, info.parameters - info.shape.linear - info.shape.embedding);
+        info.shape.tiedHead = config.tie_word_embeddings;
         info.contextLength = config.max_positions;
         info.kvBytesPerSlot = kev::KvCache::bytes_per_slot(config, settings.dtype);
         info.loadSeconds = session->load_seconds();
         info.chatNote = QString::fromStdString(session->chat_error());
+        if (session->chat()) info.defaultSystem = QString::fromStdString(session->chat()->default_system());
         Q_EMIT loaded(session, info);  // the worker's current session stays when a load fails
     } catch (const std::exception& e) {
         Q_EMIT loadFailed(path, messageOf(e));
+        return;
+    }
+    // The file's hash ties answers to the exact weights; it reads the whole file, so it
+    // comes after the model is already answering.
+    try {
+        Q_EMIT hashed(path, QString::fromStdString(kev::model_hash(path.toStdString())));
+    } catch (const std::exception&) {
+        // Unreadable now (moved, deleted): answers record no hash rather than a wrong one.
     }
 }
 
@@ -104,6 +121,7 @@ PackPreview EngineWorker::makePreview(const kev::PreparedPack& pack,
     p.plan = pack.plan;
     p.cardOfRequest = cardOfRequest;
     p.kvEstimateBytes = pack.plan.cache_slots * info_.kvBytesPerSlot;
+    for (const std::string& prompt : pack.prompts) p.prompts.push_back(QString::fromStdString(prompt));
     const kev::Tokenizer& tok = session_->tokenizer();
     p.rowPieces.reserve(static_cast<int>(pack.plan.tokens.size()));
     for (kev::TokenId id : pack.plan.tokens) {
@@ -130,6 +148,7 @@ void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const Ca
         Q_EMIT runStarted(id, makePreview(pack, cardOfRequest));
         kev::RunOptions options;
         options.cancel = cancel.get();
+        options.logprobs = request.logprobs;  // > 0: token details for the comparison view
         options.on_step = [this, id](const kev::StepEvent& event) { Q_EMIT stepArrived(id, event); };
         kev::GenerationResult result = generator.run(pack, options);
         // The answers' text is what the cards already show; the token ids stay for replay.
@@ -188,7 +207,15 @@ EngineHost::EngineHost(QObject* parent)
         loading_ = false;
         hasModel_ = true;
         model_ = info;
+        model_.sha256 = hashes_.value(info.path);
         Q_EMIT modelLoaded(info);
+    });
+    connect(loader_, &ModelLoader::hashed, this, [this](const QString& path, const QString& sha256) {
+        // It may arrive before the worker has adopted the model it belongs to.
+        hashes_[path] = sha256;
+        if (!hasModel_ || model_.path != path) return;
+        model_.sha256 = sha256;
+        Q_EMIT modelHashed(sha256);
     });
     connect(loader_, &ModelLoader::loadFailed, this, [this](const QString& path, const QString& message) {
         loading_ = false;
@@ -236,6 +263,7 @@ EngineHost::~EngineHost() {
 void EngineHost::load(const QString& path, const LoadSettings& settings) {
     loading_ = true;
     loadCancel_->store(false);  // here, not on the worker: a cancel right after load() counts
+    hashes_.remove(path);       // the file may have changed since: hashed again after the load
     Q_EMIT requestLoad(path, settings);
 }
 

@@ -16,6 +16,7 @@
 // that answer a request the window no longer waits for. Widgets never see a tensor.
 #pragma once
 
+#include <QHash>
 #include <QObject>
 #include <QThread>
 
@@ -46,6 +47,7 @@ Q_SIGNALS:
     void loadProgress(int done, int total);
     void loaded(const kevui::SessionHandle& session, const kevui::ModelInfo& info);
     void loadFailed(const QString& path, const QString& message);
+    void hashed(const QString& path, const QString& sha256);  // after loaded()
 
 private:
     std::shared_ptr<std::atomic<bool>> loadCancel_;
@@ -117,6 +119,7 @@ Q_SIGNALS:
     void loadProgress(int done, int total);
     void modelLoaded(const kevui::ModelInfo& info);
     void loadFailed(const QString& path, const QString& message);
+    void modelHashed(const QString& sha256);  // model().sha256 is now set
     // Only for the current run; stale ones are dropped.
     void runStarted(kevui::RunId id, const kevui::PackPreview& pack);
     void stepArrived(kevui::RunId id, const kev::StepEvent& event);
@@ -148,6 +151,7 @@ private:
     bool loading_ = false;
     bool hasModel_ = false;
     ModelInfo model_;
+    QHash<QString, QString> hashes_;  // path -> SHA-256 of the file as last loaded
 };
 
 }  // namespace kevui

@@ -85,12 +85,16 @@ GaugePanel::GaugePanel(QWidget* parent) : QWidget(parent) {
     memory_->setToolTip(QStringLiteral("Resident memory of the whole Kev process (CPU)"));
     model_ = new QLabel(this);
     model_->setObjectName(QStringLiteral("modelBytesGauge"));
+    precisionNote_ = new QLabel(this);
+    precisionNote_->setObjectName(QStringLiteral("precisionNoteGauge"));
+    precisionNote_->setWordWrap(true);
+    precisionNote_->setToolTip(QStringLiteral("Estimated weight memory of the other precisions for this model"));
     aggregate_ = new QLabel(this);
     aggregate_->setObjectName(QStringLiteral("aggregateGauge"));
     perCard_ = new QLabel(this);
     perCard_->setObjectName(QStringLiteral("perCardGauge"));
     perCard_->setTextFormat(Qt::RichText);
-    for (QLabel* l : {memory_, model_, aggregate_, perCard_}) labels->addWidget(l);
+    for (QLabel* l : {memory_, model_, precisionNote_, aggregate_, perCard_}) labels->addWidget(l);
     labels->addStretch(1);
     layout->addLayout(labels, 1);
     plot_ = new RatePlot(this);
@@ -123,6 +127,11 @@ void GaugePanel::refreshMemory() {
         }
     }
     memory_->setText(text);
+}
+
+void GaugePanel::setPrecisionNote(const QString& note) {
+    precisionNote_->setText(note);
+    precisionNote_->setVisible(!note.isEmpty());
 }
 
 void GaugePanel::setModelBytes(qint64 weightBytes, qint64 fourBitBytes, const QString& formats) {
@@ -180,7 +189,8 @@ void GaugePanel::addStep(double aggregateTokensPerS, const QVector<QPair<int, do
 }
 
 QString GaugePanel::text() const {
-    return QStringList{memory_->text(), model_->text(), aggregate_->text(), perCard_->text()}.join(QLatin1Char('\n'));
+    return QStringList{memory_->text(), model_->text(), precisionNote_->text(), aggregate_->text(), perCard_->text()}
+        .join(QLatin1Char('\n'));
 }
 
 }  // namespace kevui

@@ -43,6 +43,8 @@ public:
     void refreshMemory();
     // On CUDA the memory gauge adds the device's VRAM (used / total).
     void setDeviceIsCuda(bool cuda);
+    // What another precision would hold instead ("fp32 ~540 MB (+405 MB) · ...").
+    void setPrecisionNote(const QString& note);
 
     QString text() const;  // every gauge as text (tests, accessibility)
     RatePlot* plot() const { return plot_; }
@@ -50,6 +52,7 @@ public:
 private:
     QLabel* memory_ = nullptr;
     QLabel* model_ = nullptr;
+    QLabel* precisionNote_ = nullptr;
     QLabel* aggregate_ = nullptr;
     QLabel* perCard_ = nullptr;
     RatePlot* plot_ = nullptr;

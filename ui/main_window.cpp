@@ -30,9 +30,15 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTimer>
+#include <QUndoStack>
 #include <QToolButton>
 
 #include "engine_worker.h"
+#include "board_bundle.h"
+#include "board_export.h"
+#include "bundle_view.h"
+#include "comparison_view.h"
+#include "board_request.h"
 #include "gauge_panel.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
@@ -40,6 +46,8 @@
 #include "main_window_keys.h"
 #include "model_summary.h"
 #include "pack_view.h"
+#include "precision_costs.h"
+#include "prompt_dialog.h"
 #include "question_card.h"
 #include "run_controller.h"
 
@@ -101,8 +109,18 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
         loadProgress_->setRange(0, std::max(1, total));
         loadProgress_->setValue(done);
     });
-    connect(engine_, &EngineHost::previewReady, this, [this](const PackPreview& p) { packView_->setPreview(p); });
-    connect(engine_, &EngineHost::previewFailed, this, [this](const QString& m) { packView_->setMessage(m); });
+    connect(engine_, &EngineHost::previewReady, this, [this](const PackPreview& p) {
+        packView_->setPreview(p);
+        lastPreview_ = p;
+        if (QuestionCard* card = promptCard_) openPromptDialog(card, p);
+        promptCard_.clear();
+    });
+    connect(engine_, &EngineHost::previewFailed, this, [this](const QString& m) {
+        packView_->setMessage(m);
+        if (QuestionCard* card = promptCard_) card->showMessage(QStringLiteral("No prompt to show: %1").arg(m));
+        promptCard_.clear();
+    });
+    connect(engine_, &EngineHost::runStarted, this, [this](RunId, const PackPreview& p) { lastPreview_ = p; });
 
     autosave_ = new QTimer(this);
     autosave_->setSingleShot(true);
@@ -113,6 +131,9 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
     preview_->setInterval(kPreviewMs);
     connect(preview_, &QTimer::timeout, this, &MainWindow::requestPreview);
 
+    undo_ = new QUndoStack(this);
+    undo_->setUndoLimit(200);
+    connect(undo_, &QUndoStack::indexChanged, this, [this] { updateActions(); });
     buildActions();
     buildToolbar();
     buildMenus();
@@ -128,7 +149,17 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
         loraFailedPath_ = path;
         showWindowMessage(QStringLiteral("LoRA adapter %1 cannot be used: %2").arg(path, message), Tone::Error);
     });
+    connect(runs_, &RunController::requestFinished, this, [this](const kev::GenerationResult& result) {
+        if (replaying_) replaying_->showReplay(result);
+        replaying_.clear();
+    });
+    connect(runs_, &RunController::requestFailed, this, [this](const QString& message) {
+        if (replaying_) replaying_->showReplayFailed(message);
+        replaying_.clear();
+    });
     connect(runs_, &RunController::runDone, this, [this] {
+        recorded_ = workspace();  // answers are not undo steps; the record follows them
+        if (compare_) compare_->setCards(recorded_.cards);
         saveWorkspaceNow();
         updateActions();
         schedulePreview();
@@ -174,6 +205,7 @@ void MainWindow::restoreSettings() {
     bool ok = false;
     const QVariant precisionValue = s.value(QLatin1String(kSettingPrecision), kPrecisionAuto);
     const int precision = precisionValue.toInt(&ok);
+    markdownAction_->setChecked(s.value(QLatin1String(kSettingMarkdown), true).toBool());
     if (ok && precision >= kPrecision4Bit && precision <= kPrecisionAuto) precision_->setCurrentIndex(precision);
     else ignored << QStringLiteral("%1 = %2 is not a precision row 0 to 3 (using auto)")
                         .arg(QLatin1String(kSettingPrecision), precisionValue.toString());
@@ -214,6 +246,7 @@ void MainWindow::writeSettings() {
     s.setValue(QLatin1String(kSettingLoraPath), loraPath_);
     s.setValue(QLatin1String(kSettingLoraOn), lora_->isChecked());
     s.setValue(QLatin1String(kSettingLoraScale), loraScale_->value());
+    s.setValue(QLatin1String(kSettingMarkdown), markdownAction_->isChecked());
 }
 
 void MainWindow::setLoraPath(const QString& dir) {
@@ -267,9 +300,11 @@ void MainWindow::setWorkspace(const Workspace& w) {
     pendingCards_ = w.cards;
     pendingNext_ = 0;
     sharedContext_->setPlainText(w.sharedContext);
-    if (!w.sharedContext.isEmpty()) sharedToggle_->setChecked(true);
+    boardSystem_->setPlainText(w.system);
+    if (!w.sharedContext.isEmpty() || !w.system.isEmpty()) sharedToggle_->setChecked(true);
     createPendingCards(kFirstCards);
     restoring_ = false;
+    recorded_ = workspace();
     if (loadingWorkspace()) {
         showWorkspaceProgress();
         QTimer::singleShot(0, this, [this, g = loadGeneration_] { continueLoading(g); });
@@ -314,6 +349,7 @@ void MainWindow::showWorkspaceProgress() {
 Workspace MainWindow::workspace() const {
     Workspace w;
     w.sharedContext = sharedContext_->toPlainText();
+    w.system = boardSystem_->toPlainText();
     w.model = engine_->hasModel() ? engine_->model().path : modelPath_;
     for (const QuestionCard* c : cards_) w.cards.push_back(c->state());
     for (qsizetype i = pendingNext_; i < pendingCards_.size(); ++i) w.cards.push_back(pendingCards_[i]);
@@ -372,6 +408,10 @@ bool MainWindow::loadQuestionSet(const QString& path) {
     }
     if (isRunning()) stop();
     setWorkspace(*w);
+    if (!applying_)
+        undo_->push(new BoardCommand([this](const Workspace& b, BoardChange k) { applyBoard(b, k); }, current,
+                                     workspace(), BoardChange::Replace,
+                                     QStringLiteral("Open %1").arg(QFileInfo(path).fileName())));
     QString message = QStringLiteral("Loaded %1 questions from %2").arg(w->cards.size()).arg(QFileInfo(path).fileName());
     if (!kept.isEmpty())
         message += QStringLiteral(". The previous board was kept as %1 (File ▸ Restore the board before Open).")
@@ -410,6 +450,87 @@ bool MainWindow::exportMarkdown(const QString& path) {
     return false;
 }
 
+bool MainWindow::exportCsv(const QString& path) {
+    QSaveFile file(path);
+    if (file.open(QIODevice::WriteOnly)) {
+        file.write(answersCsv(workspace()).toUtf8());
+        if (file.commit()) return true;
+    }
+    showWindowMessage(QStringLiteral("Cannot write %1: %2").arg(path, file.errorString()), Tone::Error);
+    return false;
+}
+
+bool MainWindow::exportBundle(const QString& path) {
+    if (!engine_->hasModel()) {
+        showWindowMessage(QStringLiteral("No bundle written: no model is loaded."), Tone::Error);
+        return false;
+    }
+    const BoardBundle made = bundleFromBoard(workspace(), engine_->model(), kev::iso8601_utc_now());
+    if (!made.bundle) {
+        showWindowMessage(QStringLiteral("No bundle written: %1.").arg(made.why), Tone::Error);
+        return false;
+    }
+    try {
+        kev::write_bundle(*made.bundle, path.toStdString());
+    } catch (const std::exception& e) {
+        showWindowMessage(QStringLiteral("No bundle written: %1").arg(QString::fromStdString(e.what())), Tone::Error);
+        return false;
+    }
+    QString note = QStringLiteral("Wrote a bundle of %1 cards to %2").arg(made.bundle->cards.size()).arg(path);
+    if (!made.skipped.isEmpty()) note += QStringLiteral(" (left out: %1)").arg(made.skipped.join(QStringLiteral(", ")));
+    showWindowMessage(note, Tone::Note);
+    return true;
+}
+
+ComparisonDialog* MainWindow::compareAnswers(const QList<int>& numbers) {
+    if (!compare_) {
+        compare_ = new ComparisonDialog(workspace().cards, this);
+        compare_->setAttribute(Qt::WA_DeleteOnClose);
+    } else {
+        compare_->setCards(workspace().cards);
+    }
+    if (!numbers.isEmpty()) compare_->selectCards(numbers);
+    compare_->show();
+    compare_->raise();
+    return compare_;
+}
+
+BundleDialog* MainWindow::openBundle(const QString& path) {
+    kev::Bundle bundle;
+    try {
+        bundle = kev::read_bundle(path.toStdString());
+    } catch (const std::exception& e) {
+        showWindowMessage(QStringLiteral("Cannot open the bundle: %1").arg(QString::fromStdString(e.what())), Tone::Error);
+        return nullptr;
+    }
+    auto* dialog = new BundleDialog(bundle, path, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->setLoadedModel(engine_->hasModel() ? &engine_->model() : nullptr);
+    const auto follow = [this, dialog = QPointer<BundleDialog>(dialog)] {
+        if (dialog) dialog->setLoadedModel(engine_->hasModel() ? &engine_->model() : nullptr);
+    };
+    connect(engine_, &EngineHost::modelLoaded, dialog, follow);
+    connect(engine_, &EngineHost::modelHashed, dialog, follow);
+    connect(dialog, &BundleDialog::replayRequested, this, [this, dialog] {
+        if (isRunning()) {
+            dialog->showReplayFailed(QStringLiteral("a run is going; replay when it has finished"));
+            return;
+        }
+        const kev::BundleReplay inputs = kev::replay_inputs(dialog->bundle());
+        if (inputs.adapter) engine_->setLora(QString::fromStdString(*inputs.adapter));
+        kev::GenerationRequest request = inputs.request;
+        replaying_ = dialog;
+        dialog->setReplaying(true);
+        if (!runs_->runRequest(request)) {
+            replaying_.clear();
+            dialog->showReplayFailed(QStringLiteral("no model is loaded"));
+        }
+        updateActions();
+    });
+    dialog->show();
+    return dialog;
+}
+
 bool MainWindow::exportJson(const QString& path) {
     QJsonObject o = toJson(workspace(), WithAnswers::Yes);
     if (engine_->hasModel()) {
@@ -434,11 +555,16 @@ bool MainWindow::exportJson(const QString& path) {
 // ---- Cards ---------------------------------------------------------------------------
 
 void MainWindow::connectCard(QuestionCard* card) {
+    card->setRenderMarkdown(markdownAction_->isChecked());
     connect(card, &QuestionCard::changed, this, [this, card] {
         scheduleAutosave();
         schedulePreview();
-        if (!restoring_) runs_->recheck(cards_, card);
+        if (!restoring_ && !applying_) {
+            runs_->recheck(cards_, card);
+            recordEdit(card->number());
+        }
     });
+    connect(card, &QuestionCard::promptRequested, this, [this, card] { showPrompt(card); });
     connect(card, &QuestionCard::duplicateRequested, this, [this, card] { duplicateCard(card); });
     connect(card, &QuestionCard::removeRequested, this, [this, card] { removeCard(card); });
     connect(card, &QuestionCard::moveRequested, this, [this, card](int delta) { moveCard(card, delta); });
@@ -466,7 +592,8 @@ QuestionCard* MainWindow::addCard(const CardState& state) {
     numberCard(card, state.number, state.from);
     scheduleAutosave();
     schedulePreview();
-    if (!restoring_) {
+    if (!restoring_ && !applying_) {
+        record(QStringLiteral("Add card %1").arg(card->number()));
         card->questionEdit()->setFocus();
         QTimer::singleShot(0, this, [this, card = QPointer<QuestionCard>(card)] {
             if (card) cardScroll_->ensureWidgetVisible(card);
@@ -491,12 +618,14 @@ QuestionCard* MainWindow::duplicateCard(QuestionCard* card) {
     renumberCards();
     scheduleAutosave();
     schedulePreview();
+    record(QStringLiteral("Duplicate card %1").arg(card->number()));
     return copy;
 }
 
 void MainWindow::removeCard(QuestionCard* card) {
     const int at = cards_.indexOf(card);
     if (at < 0) return;
+    const Workspace before = workspace();  // with the card's answer, for undo
     runs_->stopCard(card);
     cards_.removeAt(at);
     cardLayout_->removeWidget(card);
@@ -505,6 +634,7 @@ void MainWindow::removeCard(QuestionCard* card) {
     renumberCards();
     scheduleAutosave();
     schedulePreview();
+    record(QStringLiteral("Remove card %1").arg(card->number()), 0, BoardChange::Cards, before);
 }
 
 void MainWindow::moveCard(QuestionCard* card, int delta) {
@@ -517,6 +647,7 @@ void MainWindow::moveCard(QuestionCard* card, int delta) {
     renumberCards();
     scheduleAutosave();
     schedulePreview();
+    record(QStringLiteral("Move card %1").arg(card->number()));
 }
 
 void MainWindow::sweepCard(QuestionCard* card, int n, SweepOver over) {
@@ -547,6 +678,7 @@ void MainWindow::sweepCard(QuestionCard* card, int n, SweepOver over) {
     renumberCards();
     scheduleAutosave();
     schedulePreview();
+    record(QStringLiteral("Sweep card %1").arg(card->number()));
 }
 
 void MainWindow::renumberCards() {
@@ -564,7 +696,194 @@ void MainWindow::numberCard(QuestionCard* card, int wanted, int from) {
 
 void MainWindow::setSharedContext(const QString& text) {
     sharedContext_->setPlainText(text);
-    sharedToggle_->setChecked(!text.isEmpty());
+    if (!text.isEmpty()) sharedToggle_->setChecked(true);
+}
+
+void MainWindow::setBoardSystem(const QString& text) {
+    boardSystem_->setPlainText(text);
+    if (!text.isEmpty()) sharedToggle_->setChecked(true);
+}
+
+void MainWindow::showDefaultSystem(const QString& text) {
+    boardSystem_->setPlaceholderText(text.isEmpty() ? QStringLiteral("none (the model's template adds no system prompt)")
+                                                    : QStringLiteral("the template's: %1").arg(text));
+}
+
+void MainWindow::setRenderMarkdown(bool on) {
+    if (markdownAction_->isChecked() != on) markdownAction_->setChecked(on);  // comes back here
+    for (QuestionCard* card : cards_) card->setRenderMarkdown(on);
+    if (!restoring_) writeSettings();
+}
+
+void MainWindow::showPrecisionCosts(const ModelInfo& info) {
+    constexpr int kBaseTipRole = Qt::UserRole + 1;
+    struct Row {
+        int index;
+        PrecisionRow row;
+        QString name;
+    };
+    const Row rows[] = {{kPrecision4Bit, PrecisionRow::FourBit, QStringLiteral("4-bit")},
+                        {kPrecisionHalf, PrecisionRow::Half, QStringLiteral("half")},
+                        {kPrecisionF32, PrecisionRow::F32, QStringLiteral("fp32")}};
+    const int loaded = info.quant != kev::WeightQuant::None ? kPrecision4Bit
+                       : info.dtype == kev::DType::F32      ? kPrecisionF32
+                                                            : kPrecisionHalf;
+    QStringList others;
+    QStringList warnings;
+    for (const Row& r : rows) {
+        if (!precision_->itemData(r.index, kBaseTipRole).isValid())
+            precision_->setItemData(r.index, precision_->itemData(r.index, Qt::ToolTipRole), kBaseTipRole);
+        const PrecisionCost cost = precisionCost(info.shape, r.row, info.device == kev::Device::Cuda);
+        precision_->setItemText(r.index, precisionLabel(r.name, cost));
+        QString tip = precision_->itemData(r.index, kBaseTipRole).toString() +
+                      QStringLiteral("\nWeights of this model: about %1").arg(QLocale().formattedDataSize(cost.weightBytes, 0));
+        if (!cost.warning.isEmpty()) {
+            tip += QStringLiteral("\nSlow here: %1").arg(cost.warning);
+            warnings << QStringLiteral("%1: %2").arg(r.name, cost.warning);
+        }
+        precision_->setItemData(r.index, tip, Qt::ToolTipRole);
+        if (r.index == loaded) continue;
+        const qint64 delta = cost.weightBytes - info.weightBytes;
+        others << QStringLiteral("%1 ~%2 (%3 %4)")
+                      .arg(r.name, QLocale().formattedDataSize(cost.weightBytes, 0),
+                           delta < 0 ? QStringLiteral("frees") : QStringLiteral("needs"),
+                           QLocale().formattedDataSize(std::abs(delta), 0));
+    }
+    gauges_->setPrecisionNote(QStringLiteral("Instead: %1").arg(others.join(QStringLiteral(" · "))));
+    // Loaded at a precision that is slow on this CPU: say so where the user looks.
+    const Row& now = rows[loaded == kPrecision4Bit ? 0 : loaded == kPrecisionHalf ? 1 : 2];
+    const PrecisionCost here = precisionCost(info.shape, now.row, info.device == kev::Device::Cuda);
+    if (!here.warning.isEmpty())
+        showWindowMessage(QStringLiteral("Loaded at %1, but %2. fp32 or auto is faster on this CPU.").arg(now.name, here.warning),
+                          Tone::Error);
+}
+
+// ---- Undo ----------------------------------------------------------------------------
+
+void MainWindow::record(const QString& what, int mergeKey, BoardChange kind, const std::optional<Workspace>& before) {
+    if (restoring_ || applying_ || loadingWorkspace()) return;
+    const Workspace now = workspace();
+    if (kind == BoardChange::Cards && sameInputs(recorded_, now)) {
+        recorded_ = now;
+        return;
+    }
+    undo_->push(new BoardCommand([this](const Workspace& b, BoardChange k) { applyBoard(b, k); },
+                                 before.value_or(recorded_), now, kind, what, mergeKey));
+    recorded_ = now;
+}
+
+void MainWindow::recordEdit(int mergeKey) {
+    if (mergeKey == kBoardSystemEdit) record(QStringLiteral("Edit the system prompt"), mergeKey);
+    else if (mergeKey == kSharedContextEdit) record(QStringLiteral("Edit the shared context"), mergeKey);
+    else record(QStringLiteral("Edit card %1").arg(mergeKey), mergeKey);
+}
+
+bool MainWindow::undo() {
+    if (isRunning() || loadingWorkspace() || !undo_->canUndo()) return false;
+    undo_->undo();
+    return true;
+}
+
+bool MainWindow::redo() {
+    if (isRunning() || loadingWorkspace() || !undo_->canRedo()) return false;
+    undo_->redo();
+    return true;
+}
+
+void MainWindow::applyBoard(const Workspace& target, BoardChange kind) {
+    applying_ = true;
+    if (kind == BoardChange::Replace) {
+        takenOff_.clear();  // card numbers belong to a board
+        setWorkspace(target);
+    } else {
+        restoring_ = true;
+        if (sharedContext_->toPlainText() != target.sharedContext) setSharedContext(target.sharedContext);
+        if (boardSystem_->toPlainText() != target.system) setBoardSystem(target.system);
+        // Cards are matched by their number: one that still exists keeps its widget and
+        // its current answer; one that is gone comes back whole, answer included.
+        QList<QuestionCard*> next;
+        for (const CardState& c : target.cards) {
+            auto it = std::find_if(cards_.begin(), cards_.end(), [&](QuestionCard* q) { return q->number() == c.number; });
+            QuestionCard* card = it != cards_.end() ? *it : nullptr;
+            if (card) {
+                if (!(card->settings() == c.settings)) card->setSettings(c.settings);
+                card->setNumber(c.number, c.from);
+            } else {
+                card = new QuestionCard(cardRow_);
+                const CardState taken = takenOff_.take(c.number);
+                card->setState(taken.number == c.number && taken.settings == c.settings ? taken : c);
+                connectCard(card);
+                card->setNumber(c.number, c.from);
+                nextNumber_ = std::max(nextNumber_, c.number + 1);
+            }
+            next.push_back(card);
+        }
+        for (QuestionCard* card : cards_) {
+            if (next.contains(card)) continue;
+            takenOff_.insert(card->number(), card->state());
+            runs_->stopCard(card);
+            cardLayout_->removeWidget(card);
+            card->hide();
+            card->deleteLater();
+        }
+        cards_ = next;
+        for (int i = 0; i < cards_.size(); ++i) {
+            cardLayout_->removeWidget(cards_[i]);
+            cardLayout_->insertWidget(i, cards_[i]);
+            cards_[i]->show();
+        }
+        renumberCards();
+        restoring_ = false;
+    }
+    applying_ = false;
+    recorded_ = workspace();
+    scheduleAutosave();
+    schedulePreview();
+    updateActions();
+}
+
+// ---- Prompt as the model sees it -----------------------------------------------------
+
+void MainWindow::showPrompt(QuestionCard* card) {
+    if (!engine_->hasModel()) {
+        card->showMessage(QStringLiteral("No prompt to show: no model is loaded."));
+        return;
+    }
+    if (card->settings().question.trimmed().isEmpty()) {
+        card->showMessage(QStringLiteral("No prompt to show: the question is empty."));
+        return;
+    }
+    if (isRunning()) {  // the running pack is the one on show
+        openPromptDialog(card, lastPreview_);
+        return;
+    }
+    promptCard_ = card;  // shown when the preview of the board as it is now arrives
+    preview_->stop();
+    requestPreview();
+}
+
+void MainWindow::openPromptDialog(QuestionCard* card, const PackPreview& pack) {
+    const int request = static_cast<int>(pack.cardOfRequest.indexOf(card->number() - 1));
+    if (request < 0 || request >= pack.plan.cards()) {
+        card->showMessage(QStringLiteral("No prompt to show: this card is not in the pack."));
+        return;
+    }
+    PromptView view;
+    view.cardNumber = card->number();
+    view.text = pack.prompts.value(request);
+    for (const kev::PackSegment& seg : pack.plan.segment_table) {
+        if (seg.segment != kev::PackPlan::kSharedSegment && seg.segment != request) continue;
+        for (std::int64_t row = seg.row_begin; row < seg.row_end; ++row) {
+            const auto r = static_cast<std::size_t>(row);
+            if (r >= pack.plan.tokens.size()) break;
+            view.ids.push_back(pack.plan.tokens[r]);
+            view.pieces.push_back(pack.rowPieces.value(static_cast<int>(row)));
+            if (seg.segment == kev::PackPlan::kSharedSegment) ++view.sharedTokens;
+        }
+    }
+    auto* dialog = new PromptDialog(view, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->show();
 }
 
 // ---- Model ---------------------------------------------------------------------------
@@ -670,6 +989,8 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
                               .arg(info.chatNote.isEmpty() ? QString() : QStringLiteral(" · ") + info.chatNote));
     gauges_->setModelBytes(info.weightBytes, info.weightBytes4Bit, info.weightFormats);
     gauges_->setDeviceIsCuda(info.device == kev::Device::Cuda);
+    showDefaultSystem(info.defaultSystem);
+    showPrecisionCosts(info);
     QSettings s;
     s.setValue(QLatin1String(kSettingLastModel), info.path);
     QStringList recent = s.value(QLatin1String(kSettingRecent)).toStringList();
@@ -719,6 +1040,7 @@ void MainWindow::prepareLora(bool forRun) {
     const bool retry = forRun || loraPath_ != loraFailedPath_;
     if (wantsLora && retry && !runs_->running() && engine_->hasModel()) engine_->setLora(loraPath_);
     runs_->setLoraDefault(lora_->isChecked(), loraScale_->value());
+    runs_->setAdapterPath(loraPath_);
 }
 
 bool MainWindow::runAll() {
@@ -728,14 +1050,14 @@ bool MainWindow::runAll() {
         return false;
     }
     prepareLora(/*forRun=*/true);
-    const bool started = runs_->runAll(cards_, sharedContext_->toPlainText());
+    const bool started = runs_->runAll(cards_, sharedContext_->toPlainText(), boardSystem_->toPlainText());
     updateActions();
     return started;
 }
 
 bool MainWindow::replayCard(QuestionCard* card) {
     if (cards_.indexOf(card) < 0) return false;
-    const bool started = runs_->replay(card, sharedContext_->toPlainText());
+    const bool started = runs_->replay(card, sharedContext_->toPlainText(), boardSystem_->toPlainText());
     updateActions();
     return started;
 }
@@ -757,15 +1079,16 @@ void MainWindow::requestPreview() {
     // Cards that differ in LoRA cannot share the shared context's keys and values: the
     // preview asks with each card's LoRA use, so it draws the pack the run will make.
     prepareLora(/*forRun=*/false);
-    kev::GenerationRequest request;
-    request.shared_context = sharedContext_->toPlainText().toStdString();
+    QVector<CardSettings> packable;
     QVector<int> cardOfRequest;
     for (int i = 0; i < cards_.size(); ++i) {
         const CardSettings s = cards_[i]->settings();
         if (s.question.trimmed().isEmpty()) continue;  // not packable yet
-        request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling(), runs_->loraFor(s)});
+        packable.push_back(s);
         cardOfRequest.push_back(cards_[i]->number() - 1);  // its colour and label in the pack view
     }
+    const kev::GenerationRequest request = boardRequest(packable, runs_->boardInputs(sharedContext_->toPlainText(),
+                                                                                      boardSystem_->toPlainText()));
     if (request.cards.empty()) {
         packView_->setMessage(QStringLiteral("Type a question to see how the cards are packed."));
         return;
@@ -777,6 +1100,10 @@ void MainWindow::updateActions() {
     const bool running = isRunning();
     // While another precision or model loads, the loaded one keeps answering.
     run_->setEnabled(!running && engine_->hasModel());
+    undoAction_->setEnabled(!running && undo_->canUndo());
+    redoAction_->setEnabled(!running && undo_->canRedo());
+    undoAction_->setText(undo_->canUndo() ? QStringLiteral("Undo %1").arg(undo_->undoText()) : QStringLiteral("Undo"));
+    redoAction_->setText(undo_->canRedo() ? QStringLiteral("Redo %1").arg(undo_->redoText()) : QStringLiteral("Redo"));
     stop_->setEnabled(running);
     device_->setEnabled(!running && !engine_->loading());
     precision_->setEnabled(!running && !engine_->loading());

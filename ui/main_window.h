@@ -3,10 +3,13 @@
 // built from the cards' plain settings, answers come back as value types.
 #pragma once
 
+#include <QHash>
 #include <QList>
 #include <QIcon>
 #include <QMainWindow>
+#include <QPointer>
 
+#include "board_history.h"
 #include "card_state.h"
 #include "engine_types.h"
 
@@ -23,9 +26,12 @@ class QPushButton;
 class QScrollArea;
 class QTimer;
 class QToolButton;
+class QUndoStack;
 
 namespace kevui {
 
+class BundleDialog;
+class ComparisonDialog;
 class EngineHost;
 class GaugePanel;
 class PackView;
@@ -61,6 +67,19 @@ public:
     enum class SweepOver { Temperature, Seed };
     void sweepCard(QuestionCard* card, int n, SweepOver over = SweepOver::Temperature);
     void setSharedContext(const QString& text);
+    void setBoardSystem(const QString& text);  // the board's system prompt (empty: the template's)
+
+    // Undo/redo of card edits, additions, removals, moves and board replacement (Edit
+    // menu; off while a run is going).
+    QUndoStack* undoStack() const { return undo_; }
+    bool undo();
+    bool redo();
+
+    // Answers as Markdown (View menu) or raw text, on every card.
+    void setRenderMarkdown(bool on);
+    // The prompt of `card` as the model sees it (templated text and tokens), in a dialog
+    // once the pack preview for it is ready.
+    void showPrompt(QuestionCard* card);
 
     // Returns false (and says why, on the cards or in the window) when nothing started.
     bool runAll();
@@ -84,6 +103,15 @@ public:
     bool saveQuestionSet(const QString& path);
     bool exportMarkdown(const QString& path);
     bool exportJson(const QString& path);
+    bool exportCsv(const QString& path);
+    // The board's answers as a reproducibility bundle (false, with a message, when they
+    // cannot be one: no answers, answers from another model or precision, ...).
+    bool exportBundle(const QString& path);
+    // Opens a bundle read-only, in its own window with Replay all; the board is untouched.
+    BundleDialog* openBundle(const QString& path);
+    // The answers of the ticked cards aligned token by token (`numbers`: the cards to
+    // tick; empty: every answered card). One window, kept up to date after each run.
+    ComparisonDialog* compareAnswers(const QList<int>& numbers = {});
     void openModel(const QString& path);
     // LoRA: the adapter folder runs use (default: the demo adapter), and the mode the
     // last run applied it in ("merged", "per card"; empty when off).
@@ -131,6 +159,19 @@ private:
     void rebuildRecentMenu();
     void rebuildExamplesMenu();
     void connectCard(QuestionCard* card);
+    // Undo: records the change just made (before: the board as last recorded), or only
+    // refreshes that record when the board asks the same as before.
+    // `before`: the board just before the change, when it holds more than the record
+    // (the answer of a card being removed).
+    void record(const QString& what, int mergeKey = 0, BoardChange kind = BoardChange::Cards,
+                const std::optional<Workspace>& before = std::nullopt);
+    void recordEdit(int mergeKey);
+    void applyBoard(const Workspace& target, BoardChange kind);
+    void showDefaultSystem(const QString& text);
+    // The precision menu's rows with what each holds for this model and a warning where
+    // a precision is slow on this CPU; the memory gauge's note of what a change frees.
+    void showPrecisionCosts(const ModelInfo& info);
+    void openPromptDialog(QuestionCard* card, const PackPreview& pack);
 
     void onModelLoaded(const ModelInfo& info);
     void onLoadFailed(const QString& path, const QString& message);
@@ -161,6 +202,8 @@ private:
     QLabel* message_ = nullptr;
     QToolButton* sharedToggle_ = nullptr;
     QPlainTextEdit* sharedContext_ = nullptr;
+    QWidget* boardPrompt_ = nullptr;       // system prompt + shared context, shown by sharedToggle_
+    QPlainTextEdit* boardSystem_ = nullptr;
     QScrollArea* cardScroll_ = nullptr;
     QWidget* cardRow_ = nullptr;
     QHBoxLayout* cardLayout_ = nullptr;
@@ -184,6 +227,20 @@ private:
     QTimer* preview_ = nullptr;
 
     bool restoring_ = false;
+    bool applying_ = false;  // an undo or redo is changing the board: nothing is recorded
+    QUndoStack* undo_ = nullptr;
+    QAction* undoAction_ = nullptr;
+    QAction* redoAction_ = nullptr;
+    QAction* markdownAction_ = nullptr;
+    Workspace recorded_;     // the board as of the last recorded change
+    // Cards an undo or redo took off the board, as they were (answers included), so the
+    // step that brings one back brings its answer too.
+    QHash<int, CardState> takenOff_;
+    PackPreview lastPreview_;
+    QPointer<QuestionCard> promptCard_;  // waits for a preview to show its prompt
+    QPointer<BundleDialog> replaying_;   // the bundle whose replay is running
+    QPointer<ComparisonDialog> compare_;
+    QAction* compareAction_ = nullptr;
 };
 
 }  // namespace kevui

@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFormLayout>
 #include <QHBoxLayout>
 #include <QKeySequence>
 #include <QLabel>
@@ -88,6 +89,27 @@ void MainWindow::buildActions() {
                                                           QStringLiteral("GGUF models (*.gguf);;All files (*)"));
         if (!file.isEmpty()) openModel(file);
     });
+    // Undo/redo of the board. A focused text field keeps Ctrl+Z for its own text.
+    undoAction_ = new QAction(QStringLiteral("Undo"), this);
+    undoAction_->setObjectName(QStringLiteral("undoAction"));
+    undoAction_->setShortcut(QKeySequence::Undo);
+    connect(undoAction_, &QAction::triggered, this, [this] { undo(); });
+    redoAction_ = new QAction(QStringLiteral("Redo"), this);
+    redoAction_->setObjectName(QStringLiteral("redoAction"));
+    redoAction_->setShortcut(QKeySequence::Redo);
+    connect(redoAction_, &QAction::triggered, this, [this] { redo(); });
+    compareAction_ = new QAction(QStringLiteral("Compare answers…"), this);
+    compareAction_->setObjectName(QStringLiteral("compareAction"));
+    compareAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
+    compareAction_->setToolTip(QStringLiteral("Answers of two or more cards aligned token by token: where they part, "
+                                              "each token's probability, the alternatives (Ctrl+Shift+C)"));
+    connect(compareAction_, &QAction::triggered, this, [this] { compareAnswers(); });
+    markdownAction_ = new QAction(QStringLiteral("Render answers as Markdown"), this);
+    markdownAction_->setObjectName(QStringLiteral("markdownAction"));
+    markdownAction_->setCheckable(true);
+    markdownAction_->setChecked(true);
+    markdownAction_->setToolTip(QStringLiteral("Headings, lists and code blocks rendered; off: the raw text"));
+    connect(markdownAction_, &QAction::toggled, this, &MainWindow::setRenderMarkdown);
 }
 
 void MainWindow::openModelFolder() {
@@ -177,6 +199,7 @@ void MainWindow::buildToolbar() {
     bar->addAction(run_);
     bar->addAction(stop_);
     bar->addAction(addCardAction_);
+    bar->addAction(compareAction_);
 
     const auto reload = [this](int) {
         if (!restoring_) reloadModel();
@@ -238,9 +261,31 @@ void MainWindow::buildMenus() {
                                                           QStringLiteral("JSON (*.json)"));
         if (!path.isEmpty()) exportJson(path);
     });
+    file->addAction(QStringLiteral("Export reproducibility bundle…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export a reproducibility bundle"), QString(),
+                                                          QStringLiteral("Kev bundles (*.kevbundle.json *.json)"));
+        if (!path.isEmpty()) exportBundle(path);
+    });
+    file->addAction(QStringLiteral("Open reproducibility bundle…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Open a reproducibility bundle"), QString(),
+                                                          QStringLiteral("Kev bundles (*.kevbundle.json *.json)"));
+        if (!path.isEmpty()) openBundle(path);
+    });
+    file->addAction(QStringLiteral("Export answers as CSV…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export answers"), QString(),
+                                                          QStringLiteral("CSV (*.csv)"));
+        if (!path.isEmpty()) exportCsv(path);
+    });
     file->addSeparator();
     QAction* quit = file->addAction(QStringLiteral("Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
+
+    QMenu* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
+    edit->addAction(undoAction_);
+    edit->addAction(redoAction_);
+    QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+    view->addAction(compareAction_);
+    view->addAction(markdownAction_);
 
     QMenu* run = menuBar()->addMenu(QStringLiteral("&Run"));
     run->addAction(run_);
@@ -283,28 +328,50 @@ void MainWindow::buildCentral() {
 
     sharedToggle_ = new QToolButton(central);
     sharedToggle_->setObjectName(QStringLiteral("sharedContextToggle"));
-    sharedToggle_->setAccessibleName(QStringLiteral("Show the shared context"));
-    sharedToggle_->setText(QStringLiteral("Shared context (seen by every card, computed once)"));
+    sharedToggle_->setAccessibleName(QStringLiteral("Show the system prompt and the shared context"));
+    sharedToggle_->setText(QStringLiteral("System prompt and shared context (seen by every card)"));
     sharedToggle_->setCheckable(true);
     sharedToggle_->setAutoRaise(true);
     sharedToggle_->setArrowType(Qt::RightArrow);
     sharedToggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
     layout->addWidget(sharedToggle_);
-    sharedContext_ = new QPlainTextEdit(central);
+    // The board's prompt, visible rather than hidden in the template: the system prompt
+    // (the template's default shows as the placeholder) and the shared context.
+    boardPrompt_ = new QWidget(central);
+    auto* form = new QFormLayout(boardPrompt_);
+    form->setContentsMargins(0, 0, 0, 0);
+    boardSystem_ = new QPlainTextEdit(boardPrompt_);
+    boardSystem_->setObjectName(QStringLiteral("boardSystemEdit"));
+    boardSystem_->setAccessibleName(QStringLiteral("System prompt of the board"));
+    boardSystem_->setToolTip(QStringLiteral("The system message of every card that has none of its own. "
+                                            "Empty: the model's template decides."));
+    boardSystem_->setMaximumHeight(44);
+    sharedContext_ = new QPlainTextEdit(boardPrompt_);
     sharedContext_->setObjectName(QStringLiteral("sharedContextEdit"));
     sharedContext_->setAccessibleName(QStringLiteral("Shared context"));
-    sharedContext_->setPlaceholderText(QStringLiteral("A document or instructions every card asks about (optional)"));
+    sharedContext_->setPlaceholderText(QStringLiteral("A document or instructions every card asks about (optional; "
+                                                      "computed once for the whole pack)"));
     sharedContext_->setMaximumHeight(64);
-    sharedContext_->setVisible(false);
-    layout->addWidget(sharedContext_);
+    auto* systemLabel = new QLabel(QStringLiteral("&System prompt:"), boardPrompt_);
+    systemLabel->setBuddy(boardSystem_);
+    auto* sharedLabel = new QLabel(QStringLiteral("Shared &context:"), boardPrompt_);
+    sharedLabel->setBuddy(sharedContext_);
+    form->addRow(systemLabel, boardSystem_);
+    form->addRow(sharedLabel, sharedContext_);
+    boardPrompt_->setVisible(false);
+    layout->addWidget(boardPrompt_);
+    showDefaultSystem(QString());
     connect(sharedToggle_, &QToolButton::toggled, this, [this](bool on) {
-        sharedContext_->setVisible(on);
+        boardPrompt_->setVisible(on);
         sharedToggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
     });
-    connect(sharedContext_, &QPlainTextEdit::textChanged, this, [this] {
-        scheduleAutosave();
-        schedulePreview();
-    });
+    for (QPlainTextEdit* edit : {sharedContext_, boardSystem_}) {
+        connect(edit, &QPlainTextEdit::textChanged, this, [this, edit] {
+            scheduleAutosave();
+            schedulePreview();
+            recordEdit(edit == boardSystem_ ? kBoardSystemEdit : kSharedContextEdit);
+        });
+    }
 
     auto* splitter = new QSplitter(Qt::Vertical, central);
     cardScroll_ = new QScrollArea(splitter);

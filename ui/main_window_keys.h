@@ -18,6 +18,7 @@ constexpr const char* kSettingDevice = "model/device";
 constexpr const char* kSettingLoraPath = "lora/path";
 constexpr const char* kSettingLoraOn = "lora/on";
 constexpr const char* kSettingLoraScale = "lora/scale";
+constexpr const char* kSettingMarkdown = "view/markdown";
 constexpr const char* kSettingGeometry = "window/geometry";
 constexpr const char* kSettingState = "window/state";
 

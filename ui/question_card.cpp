@@ -12,9 +12,12 @@
 #include <QLocale>
 #include <QPlainTextEdit>
 #include <QRegularExpressionValidator>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSlider>
 #include <QSpinBox>
+#include <QTextDocument>
+#include <QTextEdit>
 #include <QTextCursor>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -72,6 +75,11 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     replay_ = toolButton(QStringLiteral("Replay"), QStringLiteral("Re-run this card alone and check its tokens match the packed run"),
                          QStringLiteral("replayButton"), this);
     replay_->setEnabled(false);
+    auto* prompt = toolButton(QStringLiteral("Prompt"),
+                              QStringLiteral("Show the prompt as the model sees it: the templated text and its tokens"),
+                              QStringLiteral("promptButton"), this);
+    header->addWidget(prompt);
+    connect(prompt, &QToolButton::clicked, this, &QuestionCard::promptRequested);
     auto* dup = toolButton(QStringLiteral("Duplicate"), QStringLiteral("Same question, another temperature, side by side"),
                            QStringLiteral("duplicateButton"), this);
     auto* remove = toolButton(QStringLiteral("✕"), QStringLiteral("Remove this card"), QStringLiteral("removeButton"), this);
@@ -187,10 +195,28 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     form->addRow(QStringLiteral("Seed"), seed_);
     form->addRow(QStringLiteral("Stop strings"), stops_);
     form->addRow(QStringLiteral("LoRA"), lora_);
-    advanced_->setVisible(false);
-    layout->addWidget(advanced_);
+    system_ = new QPlainTextEdit(advanced_);
+    system_->setObjectName(QStringLiteral("cardSystemEdit"));
+    system_->setAccessibleName(QStringLiteral("System prompt of this card"));
+    system_->setPlaceholderText(QStringLiteral("the board's"));
+    system_->setToolTip(QStringLiteral("This card's own system message, instead of the board's (empty: the board's)"));
+    system_->setTabChangesFocus(true);
+    system_->setFixedHeight(44);
+    form->addRow(QStringLiteral("System prompt"), system_);
+    // The settings scroll inside the card when it is short, so the answer and the footer
+    // (stats, Stop, Sweep, Replay, Copy) stay in view whatever is expanded.
+    advancedScroll_ = new QScrollArea(this);
+    advancedScroll_->setObjectName(QStringLiteral("advancedScroll"));
+    advancedScroll_->setFrameShape(QFrame::NoFrame);
+    advancedScroll_->setWidgetResizable(true);
+    advancedScroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    advancedScroll_->setWidget(advanced_);
+    advancedScroll_->setMaximumHeight(advanced_->sizeHint().height() + 2);
+    advancedScroll_->setMinimumHeight(60);
+    advancedScroll_->setVisible(false);
+    layout->addWidget(advancedScroll_);
     connect(advancedToggle_, &QToolButton::toggled, this, [this](bool on) {
-        advanced_->setVisible(on);
+        advancedScroll_->setVisible(on);
         advancedToggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
     });
     const auto emitChanged = [this] { Q_EMIT changed(); };
@@ -203,6 +229,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     connect(seed_, &QLineEdit::textChanged, this, emitChanged);
     connect(stops_, &QLineEdit::textChanged, this, emitChanged);
     connect(lora_, qOverload<int>(&QComboBox::currentIndexChanged), this, emitChanged);
+    connect(system_, &QPlainTextEdit::textChanged, this, emitChanged);
 
     message_ = new QLabel(this);
     message_->setObjectName(QStringLiteral("cardMessage"));
@@ -210,10 +237,12 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     message_->setVisible(false);
     layout->addWidget(message_);
 
-    answerView_ = new QPlainTextEdit(this);
+    answerView_ = new QTextEdit(this);
     answerView_->setObjectName(QStringLiteral("answerView"));
     answerView_->setAccessibleName(QStringLiteral("Answer"));
     answerView_->setReadOnly(true);
+    answerView_->setAcceptRichText(false);
+    answerView_->setMinimumHeight(60);
     answerView_->setPlaceholderText(QStringLiteral("The answer streams in here."));
     layout->addWidget(answerView_, 1);
 
@@ -270,6 +299,7 @@ CardSettings QuestionCard::settings() const {
     if (ok) s.seed = seed;
     for (const QString& stop : stops_->text().split(kStopSeparator, Qt::SkipEmptyParts)) s.stopStrings.push_back(stop);
     if (lora_->currentIndex() > 0) s.lora = lora_->currentIndex() == 1;
+    s.system = system_->toPlainText();
     return s;
 }
 
@@ -298,12 +328,13 @@ void QuestionCard::setSettings(const CardSettings& s) {
     seed_->setText(s.seed ? QString::number(*s.seed) : QString());
     stops_->setText(s.stopStrings.join(kStopSeparator));
     lora_->setCurrentIndex(s.lora ? (*s.lora ? 1 : 2) : 0);
+    if (system_->toPlainText() != s.system) system_->setPlainText(s.system);
 }
 
 void QuestionCard::setState(const CardState& state) {
     setSettings(state.settings);
     answer_ = state.answer;
-    answerView_->setPlainText(answer_.text);
+    showAnswerText();
     replay_->setEnabled(!answer_.finish.isEmpty() && !answer_.tokens.isEmpty());
     updateFooter();
     explainFinish();
@@ -350,8 +381,8 @@ void QuestionCard::setProgress(qint64 generated, double tokensPerS, double ttftS
 
 void QuestionCard::finishAnswer(const CardAnswer& answer) {
     // The final text may be shorter than what streamed (a stop string is cut off).
-    if (answer.text != answer_.text) answerView_->setPlainText(answer.text);
     answer_ = answer;
+    showAnswerText();
     replay_->setEnabled(!answer_.tokens.isEmpty());
     updateFooter();
     explainFinish();
@@ -366,8 +397,25 @@ void QuestionCard::explainFinish() {
                     .arg(answer_.generatedTokens + 1));
 }
 
+void QuestionCard::setRenderMarkdown(bool on) {
+    if (markdown_ == on) return;
+    markdown_ = on;
+    showAnswerText();
+}
+
+void QuestionCard::showAnswerText() {
+    // Model output is untrusted: Markdown without raw HTML, so an answer cannot restyle
+    // the card or pull in resources.
+    constexpr auto kFeatures =
+        QTextDocument::MarkdownFeatures(QTextDocument::MarkdownDialectGitHub | QTextDocument::MarkdownNoHTML);
+    if (markdown_ && !running_) answerView_->document()->setMarkdown(answer_.text, kFeatures);
+    else answerView_->setPlainText(answer_.text);
+}
+
 void QuestionCard::setRunning(bool running) {
+    const bool ended = running_ && !running;
     running_ = running;
+    if (ended && markdown_) showAnswerText();
     stop_->setEnabled(running);
     updateFooter();
 }

@@ -12,6 +12,8 @@ class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
+class QScrollArea;
+class QTextEdit;
 class QSlider;
 class QSpinBox;
 class QToolButton;
@@ -54,6 +56,12 @@ public:
     QString messageText() const;
 
     QPlainTextEdit* questionEdit() const { return question_; }
+    QTextEdit* answerView() const { return answerView_; }
+
+    // Finished answers shown as Markdown (headings, lists, code blocks) or as raw text.
+    // While an answer streams it is raw text.
+    void setRenderMarkdown(bool on);
+    bool rendersMarkdown() const { return markdown_; }
 
 Q_SIGNALS:
     void changed();
@@ -63,9 +71,11 @@ Q_SIGNALS:
     void replayRequested();
     void stopRequested();
     void moveRequested(int delta);  // -1: one place left, +1: right
+    void promptRequested();         // show the prompt as the model sees it
 
 private:
     void updateFooter();
+    void showAnswerText();  // the answer, as Markdown or raw text
     void explainFinish();  // a visible reason for a finish that is a failure
     void setTemperatureFromSlider(int value);
     void setTemperatureFromSpin(double value);
@@ -76,6 +86,7 @@ private:
     CardAnswer answer_;
     bool running_ = false;
     bool syncing_ = false;  // true while one temperature control follows the other
+    bool markdown_ = true;
 
     QLabel* title_ = nullptr;
     QPlainTextEdit* question_ = nullptr;
@@ -83,6 +94,7 @@ private:
     QDoubleSpinBox* temperatureSpin_ = nullptr;
     QToolButton* advancedToggle_ = nullptr;
     QWidget* advanced_ = nullptr;
+    QScrollArea* advancedScroll_ = nullptr;
     QDoubleSpinBox* topP_ = nullptr;
     QSpinBox* topK_ = nullptr;
     QDoubleSpinBox* minP_ = nullptr;
@@ -91,8 +103,9 @@ private:
     QLineEdit* seed_ = nullptr;
     QLineEdit* stops_ = nullptr;
     QComboBox* lora_ = nullptr;  // as the toolbar / on / off
+    QPlainTextEdit* system_ = nullptr;  // the card's own system prompt
     QLabel* message_ = nullptr;
-    QPlainTextEdit* answerView_ = nullptr;
+    QTextEdit* answerView_ = nullptr;
     QLabel* footer_ = nullptr;
     QToolButton* stop_ = nullptr;
     QToolButton* replay_ = nullptr;

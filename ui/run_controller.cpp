@@ -7,8 +7,10 @@
 #include "gauge_panel.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
+#include "board_request.h"
 #include "pack_view.h"
 #include "question_card.h"
+#include "token_view.h"
 
 namespace kevui {
 
@@ -24,6 +26,7 @@ CardAnswer answerFrom(const kev::CardResult& r) {
     a.timeToFirstTokenS = r.stats.time_to_first_token_s;
     a.seedUsed = r.seed;
     for (kev::TokenId t : r.tokens) a.tokens.push_back(t);
+    a.details = tokenViewsFrom(r);
     return a;
 }
 
@@ -39,9 +42,7 @@ RunController::RunController(EngineHost* engine, GaugePanel* gauges, PackView* p
 
 bool RunController::running() const { return engine_->running(); }
 
-kev::LoraUse RunController::loraFor(const CardSettings& s) const {
-    return {s.lora.value_or(loraOn_), static_cast<float>(loraScale_)};
-}
+kev::LoraUse RunController::loraFor(const CardSettings& s) const { return cardRequest(s, board_).lora; }
 
 QString RunController::problemOf(const QuestionCard* card) const {
     const CardSettings s = card->settings();
@@ -73,7 +74,7 @@ void RunController::recheck(const QList<QuestionCard*>& cards, QuestionCard* edi
     }
 }
 
-bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sharedContext) {
+bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sharedContext, const QString& system) {
     if (running()) return false;
     // While another model or precision loads, the loaded model keeps answering.
     if (!engine_->hasModel()) {
@@ -85,13 +86,14 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
         Q_EMIT windowMessage(QStringLiteral("There is no question to answer: add a card first."), Tone::Error);
         return false;
     }
-    kev::GenerationRequest request;
-    request.shared_context = sharedContext.toStdString();
+    // Every card is checked before anything is cleared: a run that cannot start leaves
+    // every answer in place.
+    BoardInputs board = board_;
+    board.sharedContext = sharedContext;
+    board.system = system;
     int problems = 0;
     QVector<CardSettings> sent;
     for (QuestionCard* card : cards) {
-        const CardSettings s = card->settings();
-        kev::CardRequest c{s.question.toStdString(), s.sampling(), loraFor(s)};
         const QString problem = problemOf(card);
         if (!problem.isEmpty()) {
             card->showMessage(problem);
@@ -99,10 +101,7 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
             continue;
         }
         card->clearMessage();
-        CardSettings recorded = s;
-        recorded.lora = c.lora.enabled;
-        sent.push_back(recorded);
-        request.cards.push_back(std::move(c));
+        sent.push_back(resolvedSettings(card->settings(), board));
     }
     if (problems > 0) {
         problemsShown_ = true;
@@ -111,12 +110,13 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     }
     problemsShown_ = false;
     Q_EMIT windowMessage(QString(), Tone::Note);
+    kev::GenerationRequest request = boardRequest(sent, board);
+    request.logprobs = kTopAlternatives;  // the comparison view's colours and alternatives
     kind_ = Kind::Pack;
     cards_.clear();
     rowOfCard_.clear();
     sent_ = sent;
-    sentSharedContext_ = sharedContext;
-    sentLoraScale_ = loraScale_;
+    sentBoard_ = board;
     previous_.clear();
     for (int i = 0; i < cards.size(); ++i) {
         cards_.push_back(cards[i]);
@@ -130,7 +130,7 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     return true;
 }
 
-bool RunController::replay(QuestionCard* card, const QString& sharedContext) {
+bool RunController::replay(QuestionCard* card, const QString& sharedContext, const QString& system) {
     if (running() || !engine_->hasModel()) return false;
     const CardAnswer& packed = card->answer();
     if (packed.tokens.isEmpty() || !packed.seedUsed) {
@@ -138,22 +138,27 @@ bool RunController::replay(QuestionCard* card, const QString& sharedContext) {
         return false;
     }
     // The inputs the answer ran with, not the card as it is now: an edit made since must
-    // not read as an isolation failure. Answers saved before inputs were recorded replay
-    // the card's current settings.
-    CardSettings s = packed.ranWith ? *packed.ranWith : card->settings();
-    s.seed = packed.seedUsed;
-    kev::LoraUse lora = loraFor(s);
-    if (packed.ranWith) lora.scale = static_cast<float>(packed.ranWithLoraScale);
-    kev::GenerationRequest request;
-    request.shared_context = (packed.ranWith ? packed.ranWithSharedContext : sharedContext).toStdString();
-    request.cards.push_back(kev::CardRequest{s.question.toStdString(), s.sampling(), lora});
-    // Stop where the packed run stopped, so both answers have the same length to compare.
-    request.cards.back().sampling.max_new_tokens = std::max<qsizetype>(1, packed.tokens.size());
+    // not read as an isolation failure.
+    BoardInputs board = board_;
+    board.sharedContext = sharedContext;
+    board.system = system;
+    const kev::GenerationRequest request = replayRequest(packed, card->settings(), board);
     kind_ = Kind::Replay;
     cards_ = {card};
     rowOfCard_ = {card->number() - 1};
     card->showMessage(QStringLiteral("Replaying alone…"), Tone::Note);
     engine_->run(request, rowOfCard_);
+    return true;
+}
+
+bool RunController::runRequest(const kev::GenerationRequest& request) {
+    if (running() || !engine_->hasModel()) return false;
+    kind_ = Kind::Request;
+    cards_.clear();
+    rowOfCard_.clear();
+    QVector<int> rows;
+    for (std::size_t i = 0; i < request.cards.size(); ++i) rows.push_back(static_cast<int>(i));
+    engine_->run(request, rows);
     return true;
 }
 
@@ -165,6 +170,7 @@ void RunController::stopCard(QuestionCard* card) {
 }
 
 void RunController::onRunStarted(RunId, const PackPreview& pack) {
+    if (kind_ == Kind::Request) return;
     if (kind_ == Kind::Pack) packView_->setPreview(pack);
     gauges_->setCacheBytes(pack.kvEstimateBytes, GaugePanel::Figure::Planned);
 }
@@ -172,7 +178,7 @@ void RunController::onRunStarted(RunId, const PackPreview& pack) {
 void RunController::onStep(RunId, const kev::StepEvent& event) {
     // The toolbar's LoRA label describes the board's last pack, not a one-card replay.
     if (event.step == 0 && kind_ == Kind::Pack) Q_EMIT loraMode(QString::fromLatin1(kev::to_string(event.lora_mode)));
-    if (kind_ == Kind::Replay) return;  // the card keeps showing its packed answer
+    if (kind_ != Kind::Pack) return;  // a replay's card keeps showing its packed answer
     QVector<QPair<int, double>> rates;
     for (const kev::CardUpdate& u : event.updates) {
         if (u.card < 0 || u.card >= cards_.size()) continue;
@@ -220,6 +226,11 @@ void RunController::showReplayVerdict(QuestionCard* card, const kev::CardResult&
 }
 
 void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
+    if (kind_ == Kind::Request) {
+        Q_EMIT requestFinished(result);  // before runDone: the result is shown when the run is over
+        endRun();
+        return;
+    }
     if (kind_ == Kind::Replay) {
         if (QuestionCard* card = cards_.value(0); card && !result.cards.empty())
             showReplayVerdict(card, result.cards.front());
@@ -230,9 +241,12 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
                 if (static_cast<int>(i) < sent_.size()) {
                     a.ranWith = sent_[static_cast<int>(i)];
                     a.ranWith->seed = a.seedUsed;
-                    a.ranWithSharedContext = sentSharedContext_;
-                    a.ranWithLoraScale = sentLoraScale_;
+                    a.ranWithSharedContext = sentBoard_.sharedContext;
+                    a.ranWithSystem = sentBoard_.system;
+                    a.ranWithLoraScale = sentBoard_.loraScale;
+                    a.ranWithAdapter = a.ranWith->lora.value_or(false) ? sentBoard_.adapter : QString();
                     a.ranWithModel = engine_->model().path;
+                    a.ranWithModelHash = engine_->model().sha256;
                     a.ranWithWeights = engine_->model().weightFormats;
                     a.ranWithKev = QString::fromStdString(kev::engine_info().kev_version);
                 }
@@ -257,6 +271,11 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
 }
 
 void RunController::onRunFailed(RunId, const QString& message) {
+    if (kind_ == Kind::Request) {
+        Q_EMIT requestFailed(message);
+        endRun();
+        return;
+    }
     if (kind_ == Kind::Replay && cards_.value(0)) cards_.value(0)->clearMessage();
     bool restored = false;
     if (kind_ == Kind::Pack) {

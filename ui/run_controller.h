@@ -8,6 +8,7 @@
 #include <QPointer>
 #include <QVector>
 
+#include "board_request.h"
 #include "card_state.h"
 #include "engine_types.h"
 
@@ -25,15 +26,30 @@ public:
 
     // Every card in one pack. Returns false (with a message on each card at fault, or
     // windowMessage) when nothing started.
-    bool runAll(const QList<QuestionCard*>& cards, const QString& sharedContext);
-    // `card` alone, with the seed and length of its packed answer.
-    bool replay(QuestionCard* card, const QString& sharedContext);
+    bool runAll(const QList<QuestionCard*>& cards, const QString& sharedContext, const QString& system = {});
+    // `card` alone, with the inputs, seed and length of its packed answer (the board's
+    // system prompt and shared context for answers saved before inputs were recorded).
+    bool replay(QuestionCard* card, const QString& sharedContext, const QString& system = {});
+    // A request that belongs to no card (a bundle's replay): its result comes back as
+    // requestFinished / requestFailed; the cards, gauges and pack view are left alone.
+    bool runRequest(const kev::GenerationRequest& request);
     void stop();
     void stopCard(QuestionCard* card);  // also when the card is being removed
     bool running() const;
     // The toolbar's LoRA choice for cards that do not set their own.
-    void setLoraDefault(bool on, double scale) { loraOn_ = on, loraScale_ = scale; }
+    void setLoraDefault(bool on, double scale) { board_.loraOn = on, board_.loraScale = scale; }
+    // The adapter folder LoRA cards use (recorded with their answers).
+    void setAdapterPath(const QString& path) { board_.adapter = path; }
+    // Top-K alternatives kept for every generated token (the comparison view).
+    static constexpr int kTopAlternatives = 5;
     kev::LoraUse loraFor(const CardSettings& s) const;
+    // The board's inputs as a run would send them (toolbar LoRA, adapter, and these).
+    BoardInputs boardInputs(const QString& sharedContext, const QString& system) const {
+        BoardInputs b = board_;
+        b.sharedContext = sharedContext;
+        b.system = system;
+        return b;
+    }
     // Why a card cannot run as it is (empty question, invalid setting); empty when it can.
     QString problemOf(const QuestionCard* card) const;
     // After an edit: once "Nothing ran" was said, the cards are checked again, so the
@@ -46,6 +62,8 @@ Q_SIGNALS:
     void answersChanged();  // text streamed in: time for an autosave
     void runDone();         // results (or the failure) reached the cards
     void loraMode(const QString& mode);  // how the run applies LoRA ("merged", "per card", "off")
+    void requestFinished(const kev::GenerationResult& result);
+    void requestFailed(const QString& message);
 
 private:
     void onRunStarted(RunId id, const PackPreview& pack);
@@ -58,7 +76,7 @@ private:
     EngineHost* engine_;
     GaugePanel* gauges_;
     PackView* packView_;
-    enum class Kind { Pack, Replay };
+    enum class Kind { Pack, Replay, Request };
     Kind kind_ = Kind::Pack;
     // Request card i answers into cards_[i]; a card removed mid-run becomes null.
     QVector<QPointer<QuestionCard>> cards_;
@@ -66,12 +84,10 @@ private:
     // A pack's inputs as sent, recorded into each answer; and the answers the cards had
     // before, put back if the run fails (a run that fails destroys nothing).
     QVector<CardSettings> sent_;
-    QString sentSharedContext_;
-    double sentLoraScale_ = 1.0;
+    BoardInputs sentBoard_;
     QVector<CardAnswer> previous_;
     bool problemsShown_ = false;  // the window says "Nothing ran: N card(s) need attention"
-    bool loraOn_ = false;
-    double loraScale_ = 1.0;
+    BoardInputs board_;  // the toolbar's LoRA choice and adapter
 };
 
 }  // namespace kevui

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "board_export.h"
 #include "card_state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -230,6 +230,13 @@ def main():
     for name in sorted(os.listdir(examples)):
         if name.endswith(".json"):
             s.add_file("workspace", os.path.join(examples, name))
+    # An answer with token details (the comparison view's data), so the fuzzer starts
+    # inside their parser.
+    detail = {"piece": " Paris", "logprob": -0.1, "entropy": 0.8,
+              "top": [[12, " Paris", -0.1], [40, " Lyon", -2.5]]}
+    s.add("workspace", json.dumps({"kev_workspace": 1, "cards": [
+        {"question": "Capital of France?", "number": 1,
+         "answer": {"text": " Paris Paris", "tokens": [12, 12], "details": [detail, detail]}}]}))
 
     if a.corpus:
         from_corpus(s, a.corpus)
