@@ -178,6 +178,38 @@ private Q_SLOTS:
         }
     }
 
+    // Issue 17: Tab walks a card's controls in the order they are seen: top to bottom,
+    // and left to right within a row.
+    void tabOrderFollowsTheLayout() {
+        kevui::QuestionCard card;
+        card.resize(380, 900);
+        card.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&card));
+        card.findChild<QToolButton*>(QStringLiteral("advancedToggle"))->setChecked(true);
+        QTest::qWait(20);
+        QList<QWidget*> chain;
+        QWidget* first = card.findChild<QToolButton*>(QStringLiteral("moveLeftButton"));
+        QVERIFY(first);
+        for (QWidget* w = first; w && !chain.contains(w); w = w->nextInFocusChain()) {
+            if (w == &card || !card.isAncestorOf(w)) continue;
+            if (!w->isVisibleTo(&card) || !(w->focusPolicy() & Qt::TabFocus)) continue;
+            if (w->focusProxy() || w->objectName().isEmpty()) continue;  // Qt's inner parts
+            chain << w;
+        }
+        QVERIFY(chain.size() >= 12);
+        QStringList order;
+        for (int i = 1; i < chain.size(); ++i) {
+            const QPoint a = chain[i - 1]->mapTo(&card, QPoint(0, chain[i - 1]->height() / 2));
+            const QPoint b = chain[i]->mapTo(&card, QPoint(0, chain[i]->height() / 2));
+            const bool sameRow = std::abs(a.y() - b.y()) < 8;
+            const bool forward = sameRow ? b.x() > a.x() : b.y() > a.y();
+            if (!forward) order << QStringLiteral("%1 (%2,%3) before %4 (%5,%6)")
+                                      .arg(chain[i - 1]->objectName()).arg(a.x()).arg(a.y())
+                                      .arg(chain[i]->objectName()).arg(b.x()).arg(b.y());
+        }
+        QVERIFY2(order.isEmpty(), qPrintable(order.join(QStringLiteral("; "))));
+    }
+
     // Issue 17: Replay's verdict shows where the answers part as text, not only ids.
     void divergenceIsShownAsText() {
         QCOMPARE(kevui::divergenceText(QStringLiteral("same"), QStringLiteral("same")), QString());

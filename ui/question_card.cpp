@@ -264,6 +264,16 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     connect(stop_, &QToolButton::clicked, this, &QuestionCard::stopRequested);
     connect(copy, &QToolButton::clicked, this, [this] { QApplication::clipboard()->setText(answer_.text); });
 
+    // Tab follows what the eye does: the header left to right, the question and its
+    // settings top to bottom, the answer, then the footer's buttons.
+    advancedScroll_->setFocusPolicy(Qt::NoFocus);
+    const QList<QWidget*> order{left,   right,          prompt,        dup,    remove,       question_,
+                                temperatureSlider_,     temperatureSpin_,      advancedToggle_, topP_,
+                                topK_,  minP_,          repetitionPenalty_,    maxNewTokens_, seed_,
+                                stops_, lora_,          system_,       answerView_, stop_,  sweep,
+                                replay_, copy};
+    for (int i = 1; i < order.size(); ++i) setTabOrder(order[i - 1], order[i]);
+
     setSettings(CardSettings{});
     setNumber(1);
     updateFooter();
