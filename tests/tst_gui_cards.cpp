@@ -20,6 +20,7 @@
 #include <QtTest>
 
 #include "card_colors.h"
+#include "board_document.h"
 #include "board_export.h"
 #include "board_request.h"
 #include "card_state.h"
@@ -238,6 +239,61 @@ private Q_SLOTS:
         // The row shows the cards in the same order as the list.
         auto* row = w.cards().at(0)->parentWidget();
         QVERIFY(w.cards().at(0)->x() < w.cards().at(1)->x() || !row->isVisible());
+    }
+
+    // Issue 17: the board is a document and the cards are views of it: whatever changes
+    // the document (a run's answer, an undo, an import) shows on the cards, and the user's
+    // edits on a card reach the document.
+    void cardsAreViewsOfTheBoard() {
+        kevui::MainWindow w(kNoModel);
+        QTRY_VERIFY(!w.loadingWorkspace());
+        kevui::BoardDocument* doc = w.document();
+        QCOMPARE(doc->size(), static_cast<int>(w.cards().size()));
+        const int first = w.cards()[0]->number();
+
+        kevui::CardSettings s = doc->card(first)->settings;
+        s.question = QStringLiteral("Set in the document");
+        s.temperature = 1.25;
+        doc->setSettings(first, s);
+        QCOMPARE(w.cards()[0]->settings().question, s.question);
+        QCOMPARE(w.cards()[0]->settings().temperature, 1.25);
+
+        w.cards()[0]->questionEdit()->setPlainText(QStringLiteral("Typed on the card"));
+        QCOMPARE(doc->card(first)->settings.question, QStringLiteral("Typed on the card"));
+        QCOMPARE(w.workspace().cards[0].settings.question, QStringLiteral("Typed on the card"));
+
+        kevui::CardState extra;
+        extra.settings.question = QStringLiteral("Inserted");
+        extra.answer.text = QStringLiteral("An answer it came with");
+        const int number = doc->insertCard(1, extra);
+        QCOMPARE(w.cards()[1]->number(), number);
+        QCOMPARE(w.cards()[1]->answerText(), extra.answer.text);
+        QVERIFY(doc->moveCard(number, 0));
+        QCOMPARE(w.cards()[0]->number(), number);
+        QCOMPARE(w.cards()[0]->index(), 0);
+
+        // A run writes answers into the document; the card shows them as they stream.
+        doc->startAnswer(number);
+        QCOMPARE(w.cards()[0]->answerText(), QString());
+        doc->appendAnswer(number, QStringLiteral("Stream"));
+        doc->appendAnswer(number, QStringLiteral("ed"));
+        QCOMPARE(w.cards()[0]->answerText(), QStringLiteral("Streamed"));
+        kevui::CardAnswer done = doc->card(number)->answer;
+        done.finish = QStringLiteral("eos");
+        done.tokens = {1, 2};
+        done.generatedTokens = 2;
+        done.ranWith = doc->card(number)->settings;
+        doc->setAnswer(number, done);
+        QVERIFY2(!w.cards()[0]->footerText().contains(QStringLiteral("stale")), qPrintable(w.cards()[0]->footerText()));
+        // An edit after the answer makes it stale, in the document and on the card.
+        w.cards()[0]->questionEdit()->setPlainText(QStringLiteral("Inserted, then edited"));
+        QVERIFY(kevui::answerIsStale(doc->card(number)->answer, doc->card(number)->settings));
+        QVERIFY2(w.cards()[0]->footerText().contains(QStringLiteral("stale")), qPrintable(w.cards()[0]->footerText()));
+
+        const kevui::CardState taken = doc->takeCard(number);
+        QCOMPARE(taken.answer.text, QStringLiteral("Streamed"));
+        QCOMPARE(static_cast<int>(w.cards().size()), doc->size());
+        for (const kevui::QuestionCard* c : w.cards()) QVERIFY(c->number() != number);
     }
 
     void sweepMakesVariants() {

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "board_document.h"
 #include "card_state.h"
 #include "kev_test_env.h"
 #include "main_window.h"
@@ -60,6 +61,14 @@ QStringList filesHolding(const QByteArray& bytes) {
     for (const QString& name : dir.entryList(QDir::Files | QDir::System))
         if (readFile(dir.filePath(name)) == bytes) found << dir.filePath(name);
     return found;
+}
+
+// Card `index` gets `state`'s settings as the user's edit (through its view) and its
+// answer as a run writes one (into the board document).
+void plant(kevui::MainWindow& w, int index, const kevui::CardState& state) {
+    kevui::QuestionCard* card = w.cards()[index];
+    card->setSettings(state.settings);
+    w.document()->setAnswer(card->number(), state.answer);
 }
 
 void writeBigWorkspace(const QString& path, int n) {
@@ -184,7 +193,7 @@ private Q_SLOTS:
         mine.settings.question = QStringLiteral("My careful question");
         mine.answer.text = QStringLiteral("An answer worth keeping");
         mine.answer.finish = QStringLiteral("eos");
-        w.cards()[0]->setState(mine);
+        plant(w, 0, mine);
         const QString set = workspaceDir() + QStringLiteral("/set.json");
         kevui::Workspace other;
         kevui::CardState q;
@@ -228,7 +237,7 @@ private Q_SLOTS:
         mine.answer.text = QStringLiteral("Its answer, worth keeping");
         mine.answer.finish = QStringLiteral("eos");
         mine.answer.tokens = {1, 2, 3};
-        w.cards()[1]->setState(mine);  // an edit (the answer itself came from a run)
+        plant(w, 1, mine);  // an edit, and an answer as a run writes it
         const int number = w.cards()[1]->number();
 
         w.removeCard(w.cards()[1]);
@@ -254,6 +263,15 @@ private Q_SLOTS:
         QCOMPARE(w.cards()[0]->settings().question, before);
         QVERIFY(w.redo());
         QCOMPARE(w.cards()[0]->settings().question, before + QStringLiteral(" and more"));
+
+        // A sweep is one step: undo takes every variant away and the source's settings back.
+        const kevui::CardSettings beforeSweep = w.cards()[0]->settings();
+        w.sweepCard(w.cards()[0], 3);
+        QCOMPARE(w.cards().size(), cards + 2);
+        QVERIFY2(stack->undoText().startsWith(QStringLiteral("Sweep")), qPrintable(stack->undoText()));
+        QVERIFY(w.undo());
+        QCOMPARE(w.cards().size(), cards);
+        QCOMPARE(w.cards()[0]->settings(), beforeSweep);
 
         // Duplicate, then undo: the copy goes, the source stays.
         w.duplicateCard(w.cards()[0]);

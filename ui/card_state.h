@@ -1,6 +1,7 @@
 // One question card's state as a plain value: what the user typed and chose, and the
-// last answer it received. QuestionCard shows one; the workspace file and question-set
-// files store a list of them; the run request is built from them.
+// last answer it received. The board document (board_document.h) holds a list of them,
+// each shown by a QuestionCard; the workspace file and question-set files store them;
+// run requests are built from them (board_request.h).
 #pragma once
 
 #include <QDateTime>

@@ -29,12 +29,14 @@
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QSet>
 #include <QTimer>
 #include <QUndoStack>
 #include <QToolButton>
 
 #include "engine_worker.h"
 #include "board_bundle.h"
+#include "board_document.h"
 #include "board_export.h"
 #include "bundle_view.h"
 #include "comparison_view.h"
@@ -131,6 +133,7 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
     preview_->setInterval(kPreviewMs);
     connect(preview_, &QTimer::timeout, this, &MainWindow::requestPreview);
 
+    doc_ = new BoardDocument(this);
     undo_ = new QUndoStack(this);
     undo_->setUndoLimit(200);
     connect(undo_, &QUndoStack::indexChanged, this, [this] { updateActions(); });
@@ -138,7 +141,39 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
     buildToolbar();
     buildMenus();
     buildCentral();
-    runs_ = new RunController(engine_, gauges_, packView_, this);
+    runs_ = new RunController(engine_, doc_, gauges_, packView_, this);
+    // The card widgets are views of the document.
+    connect(doc_, &BoardDocument::wasReset, this, &MainWindow::onBoardReset);
+    connect(doc_, &BoardDocument::cardInserted, this, &MainWindow::onCardInserted);
+    connect(doc_, &BoardDocument::cardRemoved, this, &MainWindow::onCardRemoved);
+    connect(doc_, &BoardDocument::cardMoved, this, &MainWindow::onCardMoved);
+    connect(doc_, &BoardDocument::promptChanged, this, &MainWindow::onPromptChanged);
+    connect(doc_, &BoardDocument::settingsChanged, this, [this](int number) {
+        QuestionCard* card = cardView(number);
+        const CardState* c = doc_->card(number);
+        if (!card || !c || card->settings() == c->settings) return;  // the view's own edit
+        const CardSettings wanted = c->settings;
+        updatingView_ = true;  // the view's field-by-field update is not an edit of its own
+        card->setSettings(wanted);
+        updatingView_ = false;
+        schedulePreview();
+    });
+    connect(doc_, &BoardDocument::answerStarted, this, [this](int number) {
+        if (QuestionCard* card = cardView(number)) card->startAnswer();
+    });
+    connect(doc_, &BoardDocument::answerAppended, this, [this](int number, const QString& delta) {
+        if (QuestionCard* card = cardView(number)) card->appendAnswer(delta);
+    });
+    connect(doc_, &BoardDocument::progressChanged, this, [this](int number) {
+        const CardState* c = doc_->card(number);
+        if (QuestionCard* card = cardView(number); card && c)
+            card->setProgress(c->answer.generatedTokens, c->answer.tokensPerS, c->answer.timeToFirstTokenS);
+    });
+    connect(doc_, &BoardDocument::answerChanged, this, [this](int number) {
+        const CardState* c = doc_->card(number);
+        if (QuestionCard* card = cardView(number); card && c) card->finishAnswer(c->answer);
+    });
+    connect(doc_, &BoardDocument::changed, this, &MainWindow::scheduleAutosave);
     connect(runs_, &RunController::windowMessage, this, &MainWindow::showWindowMessage);
     connect(runs_, &RunController::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m); });
     connect(runs_, &RunController::answersChanged, this, &MainWindow::scheduleAutosave);
@@ -288,35 +323,84 @@ void MainWindow::restoreWorkspace() {
 }
 
 void MainWindow::setWorkspace(const Workspace& w) {
+    doc_->reset(w);  // the views follow (onBoardReset)
+    recorded_ = workspace();
+    if (!loadingWorkspace()) Q_EMIT workspaceLoaded();
+}
+
+// ---- The board's views ---------------------------------------------------------------
+// The cards are views of doc_: these follow its signals. While a large board loads, the
+// card widgets are a prefix of the document's cards, created a slice at a time.
+
+void MainWindow::onBoardReset() {
     restoring_ = true;
     for (QuestionCard* c : cards_) {
         c->hide();
         c->deleteLater();
     }
     cards_.clear();
-    nextNumber_ = 1;
-    for (const CardState& c : w.cards) nextNumber_ = std::max(nextNumber_, c.number + 1);
     ++loadGeneration_;
-    pendingCards_ = w.cards;
-    pendingNext_ = 0;
-    sharedContext_->setPlainText(w.sharedContext);
-    boardSystem_->setPlainText(w.system);
+    const Workspace& w = doc_->board();
+    if (sharedContext_->toPlainText() != w.sharedContext) sharedContext_->setPlainText(w.sharedContext);
+    if (boardSystem_->toPlainText() != w.system) boardSystem_->setPlainText(w.system);
     if (!w.sharedContext.isEmpty() || !w.system.isEmpty()) sharedToggle_->setChecked(true);
     createPendingCards(kFirstCards);
     restoring_ = false;
-    recorded_ = workspace();
     if (loadingWorkspace()) {
         showWorkspaceProgress();
         QTimer::singleShot(0, this, [this, g = loadGeneration_] { continueLoading(g); });
-    } else {
-        Q_EMIT workspaceLoaded();
     }
     scheduleAutosave();
     schedulePreview();
 }
 
+QuestionCard* MainWindow::createCardView(int at) {
+    const CardState& state = doc_->cards()[at];
+    auto* card = new QuestionCard(cardRow_);
+    card->setState(state);
+    card->setNumber(state.number, state.from);
+    connectCard(card);
+    cards_.insert(at, card);
+    cardLayout_->insertWidget(at, card);  // cards come first in the row layout, in order
+    renumberCards();
+    return card;
+}
+
+QuestionCard* MainWindow::cardView(int number) const {
+    for (QuestionCard* c : cards_)
+        if (c->number() == number) return c;
+    return nullptr;
+}
+
+void MainWindow::onCardInserted(int at) {
+    // While loading, a card past the created prefix gets its view with the others.
+    const bool wasLoading = cards_.size() < doc_->size() - 1;
+    if (at > cards_.size() || (wasLoading && at == cards_.size())) return;
+    createCardView(at);
+}
+
+void MainWindow::onCardRemoved(int number) {
+    QuestionCard* card = cardView(number);
+    if (!card) return;
+    runs_->stopCard(card);
+    cards_.removeOne(card);
+    cardLayout_->removeWidget(card);
+    card->hide();
+    card->deleteLater();  // it may be the sender of the click that removes it
+    renumberCards();
+}
+
+void MainWindow::onCardMoved(int number, int to) {
+    QuestionCard* card = cardView(number);
+    if (!card || to >= cards_.size()) return;
+    cards_.move(cards_.indexOf(card), to);
+    cardLayout_->removeWidget(card);
+    cardLayout_->insertWidget(to, card);
+    renumberCards();
+}
+
 void MainWindow::createPendingCards(int count) {
-    for (int i = 0; i < count && loadingWorkspace(); ++i) addCard(pendingCards_[pendingNext_++]);
+    for (int i = 0; i < count && loadingWorkspace(); ++i) createCardView(static_cast<int>(cards_.size()));
 }
 
 void MainWindow::continueLoading(int generation) {
@@ -331,28 +415,31 @@ void MainWindow::continueLoading(int generation) {
         QTimer::singleShot(0, this, [this, generation] { continueLoading(generation); });
         return;
     }
-    pendingCards_.clear();
-    pendingNext_ = 0;
     updateActions();
     schedulePreview();
     Q_EMIT workspaceLoaded();
 }
 
+void MainWindow::finishLoadingNow() {
+    restoring_ = true;
+    while (loadingWorkspace()) createPendingCards(1);
+    restoring_ = false;
+    showWorkspaceProgress();
+}
+
 void MainWindow::showWorkspaceProgress() {
-    const int total = static_cast<int>(pendingCards_.size());
-    const int done = static_cast<int>(pendingNext_);
+    const int total = doc_->size();
+    const int done = static_cast<int>(cards_.size());
     workspaceProgress_->setText(QStringLiteral("Loading workspace: %1 / %2 cards").arg(done).arg(total));
     workspaceProgress_->setVisible(loadingWorkspace());
     Q_EMIT workspaceProgress(done, total);
 }
 
+bool MainWindow::loadingWorkspace() const { return cards_.size() < doc_->size(); }
+
 Workspace MainWindow::workspace() const {
-    Workspace w;
-    w.sharedContext = sharedContext_->toPlainText();
-    w.system = boardSystem_->toPlainText();
+    Workspace w = doc_->board();
     w.model = engine_->hasModel() ? engine_->model().path : modelPath_;
-    for (const QuestionCard* c : cards_) w.cards.push_back(c->state());
-    for (qsizetype i = pendingNext_; i < pendingCards_.size(); ++i) w.cards.push_back(pendingCards_[i]);
     return w;
 }
 
@@ -557,7 +644,9 @@ bool MainWindow::exportJson(const QString& path) {
 void MainWindow::connectCard(QuestionCard* card) {
     card->setRenderMarkdown(markdownAction_->isChecked());
     connect(card, &QuestionCard::changed, this, [this, card] {
-        scheduleAutosave();
+        if (updatingView_) return;
+        // The view reports the user's edit into the document.
+        doc_->setSettings(card->number(), card->settings());
         schedulePreview();
         if (!restoring_ && !applying_) {
             runs_->recheck(cards_, card);
@@ -583,17 +672,11 @@ void MainWindow::connectCard(QuestionCard* card) {
 }
 
 QuestionCard* MainWindow::addCard(const CardState& state) {
-    auto* card = new QuestionCard(cardRow_);
-    card->setState(state);
-    connectCard(card);
-    cards_.push_back(card);
-    cardLayout_->insertWidget(cardLayout_->indexOf(addCardButton_), card);
-    card->setIndex(static_cast<int>(cards_.size()) - 1);  // appended: no other position changes
-    numberCard(card, state.number, state.from);
-    scheduleAutosave();
-    schedulePreview();
+    finishLoadingNow();  // a new card goes after every card of the board
+    const int number = doc_->insertCard(doc_->size(), state);
+    QuestionCard* card = cardView(number);
     if (!restoring_ && !applying_) {
-        record(QStringLiteral("Add card %1").arg(card->number()));
+        record(QStringLiteral("Add card %1").arg(number));
         card->questionEdit()->setFocus();
         QTimer::singleShot(0, this, [this, card = QPointer<QuestionCard>(card)] {
             if (card) cardScroll_->ensureWidgetVisible(card);
@@ -603,105 +686,78 @@ QuestionCard* MainWindow::addCard(const CardState& state) {
 }
 
 QuestionCard* MainWindow::duplicateCard(QuestionCard* card) {
-    const int at = cards_.indexOf(card);
-    if (at < 0) return nullptr;
+    const CardState* source = doc_->card(card->number());
+    if (!source) return nullptr;
     CardState state;
-    state.settings = card->settings();
+    state.settings = source->settings;
+    state.from = source->number;
     // The side-by-side use: the same question at another temperature.
     state.settings.temperature = state.settings.temperature + 0.3 <= 2.0 ? state.settings.temperature + 0.3 : 0.0;
-    auto* copy = new QuestionCard(cardRow_);
-    copy->setState(state);
-    numberCard(copy, 0, card->number());
-    connectCard(copy);
-    cards_.insert(at + 1, copy);
-    cardLayout_->insertWidget(cardLayout_->indexOf(card) + 1, copy);
-    renumberCards();
-    scheduleAutosave();
-    schedulePreview();
+    const int number = doc_->insertCard(doc_->indexOf(source->number) + 1, state);
     record(QStringLiteral("Duplicate card %1").arg(card->number()));
-    return copy;
+    return cardView(number);
 }
 
 void MainWindow::removeCard(QuestionCard* card) {
-    const int at = cards_.indexOf(card);
-    if (at < 0) return;
+    const int number = card->number();
+    if (doc_->indexOf(number) < 0) return;
     const Workspace before = workspace();  // with the card's answer, for undo
-    runs_->stopCard(card);
-    cards_.removeAt(at);
-    cardLayout_->removeWidget(card);
-    card->hide();
-    card->deleteLater();  // it may be the sender of the click that removes it
-    renumberCards();
-    scheduleAutosave();
-    schedulePreview();
-    record(QStringLiteral("Remove card %1").arg(card->number()), 0, BoardChange::Cards, before);
+    doc_->takeCard(number);
+    record(QStringLiteral("Remove card %1").arg(number), 0, BoardChange::Cards, before);
 }
 
 void MainWindow::moveCard(QuestionCard* card, int delta) {
-    const int from = cards_.indexOf(card);
-    const int to = from + delta;
-    if (from < 0 || to < 0 || to >= cards_.size()) return;
-    cards_.move(from, to);
-    cardLayout_->removeWidget(card);
-    cardLayout_->insertWidget(to, card);  // cards come first in the row layout, in order
-    renumberCards();
-    scheduleAutosave();
-    schedulePreview();
-    record(QStringLiteral("Move card %1").arg(card->number()));
+    finishLoadingNow();
+    const int number = card->number();
+    const int from = doc_->indexOf(number);
+    if (from < 0 || !doc_->moveCard(number, from + delta)) return;
+    record(QStringLiteral("Move card %1").arg(number));
 }
 
 void MainWindow::sweepCard(QuestionCard* card, int n, SweepOver over) {
-    if (cards_.indexOf(card) < 0 || n < 2) return;
-    CardSettings base = card->settings();
+    const CardState* source = doc_->card(card->number());
+    if (!source || n < 2) return;
+    const int number = source->number;
+    CardSettings base = source->settings;
     if (!base.seed) base.seed = static_cast<quint64>(QDateTime::currentMSecsSinceEpoch()) & 0xffffffffu;
     // A seed sweep at temperature 0 would give n identical greedy answers.
     if (over == SweepOver::Seed && base.temperature == 0.0) base.temperature = 0.8;
     constexpr double kSweepTop = 1.5;
-    QuestionCard* previous = card;
     for (int k = 0; k < n; ++k) {
         // Everything but the swept setting stays, so differences come from it alone.
         CardSettings s = base;
         if (over == SweepOver::Temperature) s.temperature = kSweepTop * k / (n - 1);
         else s.seed = *base.seed + static_cast<quint64>(k);
         if (k == 0) {
-            card->setSettings(s);
+            doc_->setSettings(number, s);
             continue;
         }
-        auto* variant = new QuestionCard(cardRow_);
-        variant->setState(CardState{s, {}});
-        numberCard(variant, 0, card->number());
-        connectCard(variant);
-        cards_.insert(cards_.indexOf(previous) + 1, variant);
-        cardLayout_->insertWidget(cardLayout_->indexOf(previous) + 1, variant);
-        previous = variant;
+        CardState variant;
+        variant.settings = s;
+        variant.from = number;
+        doc_->insertCard(doc_->indexOf(number) + k, variant);  // grouped after their source, in order
     }
-    renumberCards();
-    scheduleAutosave();
-    schedulePreview();
-    record(QStringLiteral("Sweep card %1").arg(card->number()));
+    record(QStringLiteral("Sweep card %1").arg(number));
 }
 
 void MainWindow::renumberCards() {
     for (int i = 0; i < cards_.size(); ++i) cards_[i]->setIndex(i);
 }
 
-void MainWindow::numberCard(QuestionCard* card, int wanted, int from) {
-    const bool taken = wanted <= 0 || std::any_of(cards_.begin(), cards_.end(), [&](const QuestionCard* c) {
-                           return c != card && c->number() == wanted;
-                       });
-    const int number = taken ? nextNumber_ : wanted;
-    nextNumber_ = std::max(nextNumber_, number + 1);
-    card->setNumber(number, from);
-}
-
 void MainWindow::setSharedContext(const QString& text) {
-    sharedContext_->setPlainText(text);
+    doc_->setSharedContext(text);
     if (!text.isEmpty()) sharedToggle_->setChecked(true);
 }
 
 void MainWindow::setBoardSystem(const QString& text) {
-    boardSystem_->setPlainText(text);
+    doc_->setSystem(text);
     if (!text.isEmpty()) sharedToggle_->setChecked(true);
+}
+
+void MainWindow::onPromptChanged() {
+    const Workspace& w = doc_->board();
+    if (sharedContext_->toPlainText() != w.sharedContext) sharedContext_->setPlainText(w.sharedContext);
+    if (boardSystem_->toPlainText() != w.system) boardSystem_->setPlainText(w.system);
 }
 
 void MainWindow::showDefaultSystem(const QString& text) {
@@ -796,44 +852,26 @@ void MainWindow::applyBoard(const Workspace& target, BoardChange kind) {
         takenOff_.clear();  // card numbers belong to a board
         setWorkspace(target);
     } else {
-        restoring_ = true;
-        if (sharedContext_->toPlainText() != target.sharedContext) setSharedContext(target.sharedContext);
-        if (boardSystem_->toPlainText() != target.system) setBoardSystem(target.system);
-        // Cards are matched by their number: one that still exists keeps its widget and
-        // its current answer; one that is gone comes back whole, answer included.
-        QList<QuestionCard*> next;
-        for (const CardState& c : target.cards) {
-            auto it = std::find_if(cards_.begin(), cards_.end(), [&](QuestionCard* q) { return q->number() == c.number; });
-            QuestionCard* card = it != cards_.end() ? *it : nullptr;
-            if (card) {
-                if (!(card->settings() == c.settings)) card->setSettings(c.settings);
-                card->setNumber(c.number, c.from);
+        finishLoadingNow();
+        doc_->setSharedContext(target.sharedContext);
+        doc_->setSystem(target.system);
+        // Cards are matched by their number: one that still exists keeps its current
+        // answer; one that is gone comes back whole, as it was taken off (answer included).
+        QSet<int> wanted;
+        for (const CardState& c : target.cards) wanted.insert(c.number);
+        const QVector<CardState> now = doc_->cards();
+        for (const CardState& c : now)
+            if (!wanted.contains(c.number)) takenOff_.insert(c.number, doc_->takeCard(c.number));
+        for (int i = 0; i < target.cards.size(); ++i) {
+            const CardState& c = target.cards[i];
+            if (doc_->indexOf(c.number) >= 0) {
+                doc_->setSettings(c.number, c.settings);
+                doc_->moveCard(c.number, i);
             } else {
-                card = new QuestionCard(cardRow_);
                 const CardState taken = takenOff_.take(c.number);
-                card->setState(taken.number == c.number && taken.settings == c.settings ? taken : c);
-                connectCard(card);
-                card->setNumber(c.number, c.from);
-                nextNumber_ = std::max(nextNumber_, c.number + 1);
+                doc_->insertCard(i, taken.number == c.number && taken.settings == c.settings ? taken : c);
             }
-            next.push_back(card);
         }
-        for (QuestionCard* card : cards_) {
-            if (next.contains(card)) continue;
-            takenOff_.insert(card->number(), card->state());
-            runs_->stopCard(card);
-            cardLayout_->removeWidget(card);
-            card->hide();
-            card->deleteLater();
-        }
-        cards_ = next;
-        for (int i = 0; i < cards_.size(); ++i) {
-            cardLayout_->removeWidget(cards_[i]);
-            cardLayout_->insertWidget(i, cards_[i]);
-            cards_[i]->show();
-        }
-        renumberCards();
-        restoring_ = false;
     }
     applying_ = false;
     recorded_ = workspace();
@@ -1036,7 +1074,7 @@ void MainWindow::prepareLora(bool forRun) {
     // only when a card wants it. A preview does not retry a folder that just failed (it
     // would repeat the error at every keystroke); a run does, and says why again.
     bool wantsLora = lora_->isChecked();
-    for (QuestionCard* card : cards_) wantsLora = wantsLora || card->settings().lora.value_or(false);
+    for (const CardState& card : doc_->cards()) wantsLora = wantsLora || card.settings.lora.value_or(false);
     const bool retry = forRun || loraPath_ != loraFailedPath_;
     if (wantsLora && retry && !runs_->running() && engine_->hasModel()) engine_->setLora(loraPath_);
     runs_->setLoraDefault(lora_->isChecked(), loraScale_->value());
@@ -1046,7 +1084,7 @@ void MainWindow::prepareLora(bool forRun) {
 bool MainWindow::runAll() {
     if (loadingWorkspace()) {
         showWindowMessage(QStringLiteral("The workspace is still loading (%1 / %2 cards); run again when it is done.")
-                              .arg(pendingNext_).arg(pendingCards_.size()), Tone::Error);
+                              .arg(cards_.size()).arg(doc_->size()), Tone::Error);
         return false;
     }
     prepareLora(/*forRun=*/true);
@@ -1081,11 +1119,10 @@ void MainWindow::requestPreview() {
     prepareLora(/*forRun=*/false);
     QVector<CardSettings> packable;
     QVector<int> cardOfRequest;
-    for (int i = 0; i < cards_.size(); ++i) {
-        const CardSettings s = cards_[i]->settings();
-        if (s.question.trimmed().isEmpty()) continue;  // not packable yet
-        packable.push_back(s);
-        cardOfRequest.push_back(cards_[i]->number() - 1);  // its colour and label in the pack view
+    for (const CardState& c : doc_->cards()) {
+        if (c.settings.question.trimmed().isEmpty()) continue;  // not packable yet
+        packable.push_back(c.settings);
+        cardOfRequest.push_back(c.number - 1);  // its colour and label in the pack view
     }
     const kev::GenerationRequest request = boardRequest(packable, runs_->boardInputs(sharedContext_->toPlainText(),
                                                                                       boardSystem_->toPlainText()));

@@ -1,6 +1,8 @@
 // The main window: toolbar, the row of question cards, gauges and the pack view.
-// It wires widgets to the EngineHost and holds no engine logic of its own: requests are
-// built from the cards' plain settings, answers come back as value types.
+// The board lives in a BoardDocument; the cards are its views (created, moved, updated
+// and removed as its signals say). The window wires widgets to the EngineHost and holds
+// no engine logic of its own: requests are built from the document's plain values
+// (board_request.h), answers come back as value types and are written into it.
 #pragma once
 
 #include <QHash>
@@ -30,6 +32,7 @@ class QUndoStack;
 
 namespace kevui {
 
+class BoardDocument;
 class BundleDialog;
 class ComparisonDialog;
 class EngineHost;
@@ -92,8 +95,10 @@ public:
     // Where autosave writes: the workspace path, or another file when the workspace
     // there could not be read nor moved aside (empty: autosave is off).
     QString autosavePath() const { return autosavePath_; }
-    // A large workspace's cards are created a slice at a time from the event loop.
-    bool loadingWorkspace() const { return pendingNext_ < pendingCards_.size(); }
+    // A large workspace's card views are created a slice at a time from the event loop.
+    bool loadingWorkspace() const;
+    // The board itself; the cards() widgets are views of it.
+    BoardDocument* document() const { return doc_; }
     // Replaces the board with the file's cards, after keeping the current board in a file
     // next to the workspace (refuses when it cannot be kept).
     bool loadQuestionSet(const QString& path);
@@ -144,8 +149,15 @@ private:
     void createPendingCards(int count);
     void showWorkspaceProgress();
     void renumberCards();  // positions only: numbers and colours stay
-    // Gives a card its lasting number: `wanted` when no other card has it, else the next.
-    void numberCard(QuestionCard* card, int wanted, int from);
+    // The views of doc_: created, removed and moved as its cards are.
+    void onBoardReset();
+    void onCardInserted(int at);
+    void onCardRemoved(int number);
+    void onCardMoved(int number, int to);
+    void onPromptChanged();
+    QuestionCard* createCardView(int at);
+    QuestionCard* cardView(int number) const;
+    void finishLoadingNow();  // every card's view created now
     void showWindowMessage(const QString& text, Tone tone);
     void showModelSummary(const QString& path);
     void showLoadedModelName();
@@ -211,13 +223,11 @@ private:
     GaugePanel* gauges_ = nullptr;
     PackView* packView_ = nullptr;
 
+    BoardDocument* doc_ = nullptr;
+    // The card views, in the document's order: all of its cards, or while a large board
+    // loads the first ones. loadGeneration_ tells a slice of an older load to stop.
     QList<QuestionCard*> cards_;
-    // The cards of a workspace not yet created (from pendingNext_ on); loadGeneration_
-    // tells a slice of an older load to stop.
-    QVector<CardState> pendingCards_;
-    qsizetype pendingNext_ = 0;
     int loadGeneration_ = 0;
-    int nextNumber_ = 1;  // the number the next new card gets
     QLabel* workspaceProgress_ = nullptr;
     QString autosavePath_;
     QString previousBoard_;             // where the board replaced by the last open was kept
@@ -228,6 +238,7 @@ private:
 
     bool restoring_ = false;
     bool applying_ = false;  // an undo or redo is changing the board: nothing is recorded
+    bool updatingView_ = false;  // a card view is being set from the document
     QUndoStack* undo_ = nullptr;
     QAction* undoAction_ = nullptr;
     QAction* redoAction_ = nullptr;

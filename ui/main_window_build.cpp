@@ -28,6 +28,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "board_document.h"
 #include "card_colors.h"
 #include "engine_worker.h"
 #include "gauge_panel.h"
@@ -367,7 +368,8 @@ void MainWindow::buildCentral() {
     });
     for (QPlainTextEdit* edit : {sharedContext_, boardSystem_}) {
         connect(edit, &QPlainTextEdit::textChanged, this, [this, edit] {
-            scheduleAutosave();
+            if (edit == boardSystem_) doc_->setSystem(edit->toPlainText());
+            else doc_->setSharedContext(edit->toPlainText());
             schedulePreview();
             recordEdit(edit == boardSystem_ ? kBoardSystemEdit : kSharedContextEdit);
         });

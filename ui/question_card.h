@@ -1,5 +1,6 @@
-// A question card: shows one CardState and reports what the user changes. It holds no
-// engine logic; the window builds run requests from settings() and feeds answers back.
+// A question card: a view of one card of the board (BoardDocument). It shows the card's
+// settings and answer as the document holds them and reports what the user changes;
+// the window writes those edits into the document. It holds no engine logic.
 #pragma once
 
 #include <QFrame>

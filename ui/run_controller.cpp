@@ -7,6 +7,7 @@
 #include "gauge_panel.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
+#include "board_document.h"
 #include "board_request.h"
 #include "pack_view.h"
 #include "question_card.h"
@@ -32,8 +33,9 @@ CardAnswer answerFrom(const kev::CardResult& r) {
 
 }  // namespace
 
-RunController::RunController(EngineHost* engine, GaugePanel* gauges, PackView* packView, QObject* parent)
-    : QObject(parent), engine_(engine), gauges_(gauges), packView_(packView) {
+RunController::RunController(EngineHost* engine, BoardDocument* board, GaugePanel* gauges, PackView* packView,
+                             QObject* parent)
+    : QObject(parent), engine_(engine), doc_(board), gauges_(gauges), packView_(packView) {
     connect(engine_, &EngineHost::runStarted, this, &RunController::onRunStarted);
     connect(engine_, &EngineHost::stepArrived, this, &RunController::onStep);
     connect(engine_, &EngineHost::runFinished, this, &RunController::onRunFinished);
@@ -121,8 +123,9 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     for (int i = 0; i < cards.size(); ++i) {
         cards_.push_back(cards[i]);
         rowOfCard_.push_back(cards[i]->number() - 1);  // gauges and pack view: the card's own colour
-        previous_.push_back(cards[i]->answer());
-        cards[i]->startAnswer();
+        const int number = cards[i]->number();
+        previous_.push_back(doc_->card(number) ? doc_->card(number)->answer : CardAnswer{});
+        doc_->startAnswer(number);
         cards[i]->setRunning(true);
     }
     gauges_->startRun();
@@ -132,7 +135,9 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
 
 bool RunController::replay(QuestionCard* card, const QString& sharedContext, const QString& system) {
     if (running() || !engine_->hasModel()) return false;
-    const CardAnswer& packed = card->answer();
+    const CardState* recorded = doc_->card(card->number());
+    if (!recorded) return false;
+    const CardAnswer packed = recorded->answer;
     if (packed.tokens.isEmpty() || !packed.seedUsed) {
         card->showMessage(QStringLiteral("Nothing to replay: run the card first."));
         return false;
@@ -142,7 +147,7 @@ bool RunController::replay(QuestionCard* card, const QString& sharedContext, con
     BoardInputs board = board_;
     board.sharedContext = sharedContext;
     board.system = system;
-    const kev::GenerationRequest request = replayRequest(packed, card->settings(), board);
+    const kev::GenerationRequest request = replayRequest(packed, recorded->settings, board);
     kind_ = Kind::Replay;
     cards_ = {card};
     rowOfCard_ = {card->number() - 1};
@@ -184,13 +189,16 @@ void RunController::onStep(RunId, const kev::StepEvent& event) {
         if (u.card < 0 || u.card >= cards_.size()) continue;
         QuestionCard* card = cards_[u.card];
         if (!card) continue;  // removed during the run
-        card->appendAnswer(QString::fromStdString(u.text));
-        card->setProgress(u.stats.generated_tokens, u.stats.tokens_per_s, u.stats.time_to_first_token_s);
+        const int number = card->number();
+        doc_->appendAnswer(number, QString::fromStdString(u.text));
+        doc_->setProgress(number, u.stats.generated_tokens, u.stats.tokens_per_s, u.stats.time_to_first_token_s);
         if (u.finished) {
-            CardAnswer a = card->answer();
-            a.finish = QString::fromLatin1(kev::to_string(*u.finished));
-            card->finishAnswer(a);
             card->setRunning(false);
+            if (const CardState* c = doc_->card(number)) {
+                CardAnswer a = c->answer;
+                a.finish = QString::fromLatin1(kev::to_string(*u.finished));
+                doc_->setAnswer(number, a);
+            }
         }
         rates.push_back({rowOfCard_.value(u.card), u.stats.tokens_per_s});
     }
@@ -202,7 +210,10 @@ void RunController::onStep(RunId, const kev::StepEvent& event) {
 }
 
 void RunController::showReplayVerdict(QuestionCard* card, const kev::CardResult& solo) {
-    const QVector<int>& packed = card->answer().tokens;
+    const CardState* recorded = doc_->card(card->number());
+    if (!recorded) return;
+    const CardAnswer& answer = recorded->answer;
+    const QVector<int>& packed = answer.tokens;
     const qsizetype soloSize = static_cast<qsizetype>(solo.tokens.size());
     const qsizetype common = std::min(packed.size(), soloSize);
     qsizetype diff = -1;
@@ -219,7 +230,7 @@ void RunController::showReplayVerdict(QuestionCard* card, const kev::CardResult&
         // The texts where they part (packed | alone), then the token ids.
         card->showMessage(QStringLiteral("Solo replay differs at token %1: %2 (packed id %3, alone id %4)")
                               .arg(diff + 1)
-                              .arg(divergenceText(card->answer().text, QString::fromStdString(solo.text)))
+                              .arg(divergenceText(answer.text, QString::fromStdString(solo.text)))
                               .arg(packed[diff])
                               .arg(solo.tokens[static_cast<std::size_t>(diff)]));
     }
@@ -250,7 +261,7 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
                     a.ranWithWeights = engine_->model().weightFormats;
                     a.ranWithKev = QString::fromStdString(kev::engine_info().kev_version);
                 }
-                card->finishAnswer(a);
+                doc_->setAnswer(card->number(), a);
             }
         }
         gauges_->setCacheBytes(result.cache_bytes, GaugePanel::Figure::Measured);
@@ -282,7 +293,7 @@ void RunController::onRunFailed(RunId, const QString& message) {
         // Nothing was answered: every card gets back the answer it had.
         for (int i = 0; i < cards_.size() && i < previous_.size(); ++i) {
             if (QuestionCard* card = cards_[i]) {
-                card->finishAnswer(previous_[i]);
+                doc_->setAnswer(card->number(), previous_[i]);
                 restored = restored || !previous_[i].text.isEmpty();
             }
         }

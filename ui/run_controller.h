@@ -14,6 +14,7 @@
 
 namespace kevui {
 
+class BoardDocument;
 class EngineHost;
 class GaugePanel;
 class PackView;
@@ -22,7 +23,11 @@ class QuestionCard;
 class RunController : public QObject {
     Q_OBJECT
 public:
-    RunController(EngineHost* engine, GaugePanel* gauges, PackView* packView, QObject* parent = nullptr);
+    // Answers are written into `board` (the cards show them from there); the cards passed
+    // to runAll and replay are the views of the board's cards, for their messages and
+    // running state.
+    RunController(EngineHost* engine, BoardDocument* board, GaugePanel* gauges, PackView* packView,
+                  QObject* parent = nullptr);
 
     // Every card in one pack. Returns false (with a message on each card at fault, or
     // windowMessage) when nothing started.
@@ -74,6 +79,7 @@ private:
     void endRun();
 
     EngineHost* engine_;
+    BoardDocument* doc_;
     GaugePanel* gauges_;
     PackView* packView_;
     enum class Kind { Pack, Replay, Request };
