@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -256,6 +257,29 @@ private Q_SLOTS:
         QVERIFY(std::abs(top[1].second - std::log(0.25f)) < 1e-5f);
         QCOMPARE(kev::top_logprobs(l.data(), l.size(), 10).size(), std::size_t(3));
         QVERIFY(kev::top_logprobs(l.data(), l.size(), 0).empty());
+    }
+
+    // The top-k kept in summarize_logits' one pass is the full sort's first k (higher
+    // logit first, a tie to the lower id), on rows full of ties, for every k up to 100.
+    void topKInOnePassEqualsASort() {
+        std::mt19937 rng(11);
+        std::uniform_int_distribution<int> level(-20, 20);  // few distinct values: many ties
+        for (int trial = 0; trial < 40; ++trial) {
+            std::vector<float> l(trial % 2 ? 4096 : 97);
+            for (float& x : l) x = 0.25f * static_cast<float>(level(rng));
+            std::vector<TokenId> ids(l.size());
+            std::iota(ids.begin(), ids.end(), TokenId{0});
+            std::stable_sort(ids.begin(), ids.end(), [&](TokenId a, TokenId b) { return l[a] > l[b]; });
+            for (const int k : {1, 5, 20, 100}) {
+                const kev::LogitSummary s = kev::summarize_logits(l.data(), l.size(), k);
+                QCOMPARE(s.top.size(), std::min(l.size(), static_cast<std::size_t>(k)));
+                for (std::size_t i = 0; i < s.top.size(); ++i) {
+                    QCOMPARE(s.top[i].first, ids[i]);
+                    QVERIFY(std::abs(s.top[i].second - static_cast<float>(l[ids[i]] - s.log_z)) < 1e-6f);
+                }
+                QCOMPARE(kev::top_logprobs(l.data(), l.size(), k), s.top);
+            }
+        }
     }
 
     // Entropy and log-partition of the raw distribution (the comparison view's colours):

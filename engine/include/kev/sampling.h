@@ -130,11 +130,14 @@ std::vector<std::pair<TokenId, float>> top_logprobs(const float* logits, std::si
 // -infinity or float's lowest (the padding ids the generator masks) weigh nothing.
 // Throws InvalidArgument for vocab 0. Call it before sample_token, which changes the
 // logits.
+// With `top_k` > 0 it also keeps, in the same pass, the top_k tokens with their
+// log-probabilities, most likely first (what top_logprobs returns).
 struct LogitSummary {
     double log_z = 0.0;
     double entropy = 0.0;
+    std::vector<std::pair<TokenId, float>> top;
 };
-LogitSummary summarize_logits(const float* logits, std::size_t vocab);
+LogitSummary summarize_logits(const float* logits, std::size_t vocab, std::int32_t top_k = 0);
 
 // ---- Per-card sampler --------------------------------------------------------------
 

@@ -310,8 +310,8 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                     std::fill(scratch.begin() + sampled_vocab, scratch.end(), std::numeric_limits<float>::lowest());
                 LogitSummary summary;
                 if (options.logprobs > 0) {
-                    r.logprobs.push_back(top_logprobs(scratch.data(), scratch.size(), options.logprobs));
-                    summary = summarize_logits(scratch.data(), scratch.size());
+                    summary = summarize_logits(scratch.data(), scratch.size(), options.logprobs);
+                    r.logprobs.push_back(summary.top);
                 }
                 if (options.ignore_end_of_sequence) {
                     for (TokenId id : eos) {

@@ -309,27 +309,20 @@ SampleResult sample_token(float* logits, std::size_t vocab, const SamplingSettin
 
 std::vector<std::pair<TokenId, float>> top_logprobs(const float* logits, std::size_t vocab,
                                                     std::int32_t k) {
-    std::vector<std::pair<TokenId, float>> out;
-    if (k <= 0 || vocab == 0) return out;
-    const float m = max_logit(logits, vocab);
-    double sum = 0.0;
-    for (std::size_t i = 0; i < vocab; ++i) sum += weight(logits[i], m);
-    const double log_z = static_cast<double>(m) + std::log(sum);
-    std::vector<TokenId> ids(vocab);
-    std::iota(ids.begin(), ids.end(), TokenId{0});
-    const std::size_t n = std::min(vocab, static_cast<std::size_t>(k));
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
-                      MoreLikely{logits});
-    out.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-        out.emplace_back(ids[i], static_cast<float>(static_cast<double>(logits[ids[i]]) - log_z));
-    }
-    return out;
+    if (k <= 0 || vocab == 0) return {};
+    return summarize_logits(logits, vocab, k).top;
 }
 
-LogitSummary summarize_logits(const float* logits, std::size_t vocab) {
+LogitSummary summarize_logits(const float* logits, std::size_t vocab, std::int32_t top_k) {
     if (vocab == 0) invalid("a distribution over an empty vocabulary");
     const float m = max_logit(logits, vocab);
+    const std::size_t k = std::min(vocab, static_cast<std::size_t>(std::max<std::int32_t>(0, top_k)));
+    // The k most likely ids, most likely first (MoreLikely: higher logit, then lower id),
+    // kept while the one pass goes by: a new id enters only when it beats the last, which
+    // after the first few hundred ids is rare, so this costs little beside the exp.
+    std::vector<TokenId> best;
+    best.reserve(k + 1);
+    const MoreLikely more_likely{logits};
     double s = 0.0;  // sum of w_i
     double t = 0.0;  // sum of w_i * (l_i - m)
     for (std::size_t i = 0; i < vocab; ++i) {
@@ -339,11 +332,19 @@ LogitSummary summarize_logits(const float* logits, std::size_t vocab) {
             s += w;
             t += static_cast<double>(w) * (static_cast<double>(logits[i]) - m);
         }
+        const auto id = static_cast<TokenId>(i);
+        if (k > 0 && (best.size() < k || more_likely(id, best.back()))) {
+            best.insert(std::upper_bound(best.begin(), best.end(), id, more_likely), id);
+            if (best.size() > k) best.pop_back();
+        }
     }
     LogitSummary out;
     out.log_z = static_cast<double>(m) + std::log(s);
     // Rounding can leave a hair below zero for a one-token distribution.
     out.entropy = std::max(0.0, std::log(s) - t / s);
+    out.top.reserve(best.size());
+    for (const TokenId id : best)
+        out.top.emplace_back(id, static_cast<float>(static_cast<double>(logits[id]) - out.log_z));
     return out;
 }
 
