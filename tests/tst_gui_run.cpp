@@ -4,6 +4,7 @@
 // the precision toggle reaches the engine; a malformed model keeps the cards' text.
 #include <QAction>
 #include <QCheckBox>
+#include <QFileInfo>
 #include <QLabel>
 #include <QStatusBar>
 #include <QComboBox>
@@ -250,6 +251,7 @@ private Q_SLOTS:
         const kev::Bundle b = kev::read_bundle(path.toStdString());
         QCOMPARE(b.cards.size(), std::size_t(2));
         QCOMPARE(b.model.sha256, w.engine()->model().sha256.toStdString());
+        QCOMPARE(static_cast<qint64>(b.model.bytes), QFileInfo(kevtest::builtinModel()).size());
         QCOMPARE(b.cards[1].tokens.size(), static_cast<std::size_t>(w.cards()[1]->answer().tokens.size()));
         QCOMPARE(b.cards[1].sampling.seed.value_or(0), *w.cards()[1]->answer().seedUsed);
         const QString boardBefore = w.cards()[0]->answerText();
@@ -471,6 +473,10 @@ private Q_SLOTS:
         precision->setCurrentIndex(2);
         if (w.engine()->model().dtype != kev::DType::F32) QVERIFY(ready.wait(180000));
         QCOMPARE(w.engine()->model().dtype, kev::DType::F32);
+        // Reloaded at another precision, the unchanged file keeps its hash (from the
+        // loader's record, not read again).
+        QTRY_COMPARE_WITH_TIMEOUT(w.engine()->model().sha256.toStdString(),
+                                  kev::model_hash(kevtest::builtinModel().toStdString()), 60000);
     }
 
     void switchingTo4BitKeepsTheOldModelUntilReady() {

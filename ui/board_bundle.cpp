@@ -80,11 +80,7 @@ BoardBundle bundleFromBoard(const Workspace& board, const ModelInfo& model, cons
     b.created = createdUtc;
     b.model.path = model.path.toStdString();
     b.model.sha256 = model.sha256.toStdString();
-    try {
-        b.model.bytes = kev::model_digest(b.model.path).bytes;
-    } catch (const kev::Error&) {
-        b.model.bytes = static_cast<std::uint64_t>(std::max<qint64>(0, model.weightBytes));
-    }
+    b.model.bytes = static_cast<std::uint64_t>(std::max<qint64>(0, model.fileBytes));
     b.precision = {model.device, model.dtype, model.quant};
     b.weights = model.weightFormats.toStdString();
     if (!first.ranWithSystem.isEmpty()) b.system = first.ranWithSystem.toStdString();

@@ -47,6 +47,7 @@ struct ModelInfo {
     // The model file's SHA-256 (kev::model_hash): computed after the load on the loader
     // thread, so it is empty for a moment (EngineHost::modelHashed says when it is set).
     QString sha256;
+    qint64 fileBytes = 0;       // the model file's size (a folder: its files'), with sha256
 };
 
 // The pack as the pack view draws it: the plan plus every row's token text, so the

@@ -1,5 +1,7 @@
 #include "engine_worker.h"
 
+#include <QDateTime>
+#include <QDir>
 #include <QFileInfo>
 
 #include <algorithm>
@@ -50,6 +52,23 @@ void registerEngineTypes() {
 
 // ---- ModelLoader (loader thread) ----------------------------------------------------
 
+namespace {
+
+// What changes when a model file (or a folder's files) is rewritten: sizes and
+// modification times (to the millisecond).
+QString fileStamp(const QString& path) {
+    const QFileInfo info(path);
+    const auto one = [](const QFileInfo& f) {
+        return QStringLiteral("%1:%2:%3;").arg(f.fileName()).arg(f.size()).arg(f.lastModified().toMSecsSinceEpoch());
+    };
+    if (!info.isDir()) return one(info);
+    QString stamp;
+    for (const QFileInfo& f : QDir(path).entryInfoList(QDir::Files, QDir::Name)) stamp += one(f);
+    return stamp;
+}
+
+}  // namespace
+
 ModelLoader::ModelLoader(std::shared_ptr<std::atomic<bool>> loadCancel) : loadCancel_(std::move(loadCancel)) {}
 
 void ModelLoader::load(const QString& path, const LoadSettings& settings) {
@@ -96,8 +115,16 @@ void ModelLoader::load(const QString& path, const LoadSettings& settings) {
     }
     // The file's hash ties answers to the exact weights; it reads the whole file, so it
     // comes after the model is already answering.
+    const QString stamp = fileStamp(path);
+    if (const auto it = known_.constFind(path); it != known_.cend() && it->stamp == stamp) {
+        Q_EMIT hashed(path, it->sha256, it->bytes);
+        return;
+    }
     try {
-        Q_EMIT hashed(path, QString::fromStdString(kev::model_hash(path.toStdString())));
+        const kev::ModelDigest d = kev::model_digest(path.toStdString());
+        const KnownHash h{stamp, QString::fromStdString(d.sha256), static_cast<qint64>(d.bytes)};
+        known_.insert(path, h);
+        Q_EMIT hashed(path, h.sha256, h.bytes);
     } catch (const std::exception&) {
         // Unreadable now (moved, deleted): answers record no hash rather than a wrong one.
     }
@@ -207,14 +234,16 @@ EngineHost::EngineHost(QObject* parent)
         loading_ = false;
         hasModel_ = true;
         model_ = info;
-        model_.sha256 = hashes_.value(info.path);
+        model_.sha256 = hashes_.value(info.path).sha256;
+        model_.fileBytes = hashes_.value(info.path).bytes;
         Q_EMIT modelLoaded(info);
     });
-    connect(loader_, &ModelLoader::hashed, this, [this](const QString& path, const QString& sha256) {
+    connect(loader_, &ModelLoader::hashed, this, [this](const QString& path, const QString& sha256, qint64 bytes) {
         // It may arrive before the worker has adopted the model it belongs to.
-        hashes_[path] = sha256;
+        hashes_[path] = Hash{sha256, bytes};
         if (!hasModel_ || model_.path != path) return;
         model_.sha256 = sha256;
+        model_.fileBytes = bytes;
         Q_EMIT modelHashed(sha256);
     });
     connect(loader_, &ModelLoader::loadFailed, this, [this](const QString& path, const QString& message) {

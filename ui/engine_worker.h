@@ -47,10 +47,19 @@ Q_SIGNALS:
     void loadProgress(int done, int total);
     void loaded(const kevui::SessionHandle& session, const kevui::ModelInfo& info);
     void loadFailed(const QString& path, const QString& message);
-    void hashed(const QString& path, const QString& sha256);  // after loaded()
+    // After loaded(): the model's SHA-256 (kev::model_hash) and its size on disk.
+    void hashed(const QString& path, const QString& sha256, qint64 bytes);
 
 private:
     std::shared_ptr<std::atomic<bool>> loadCancel_;
+    // Hashes already made, with the size and modification times they were made at: a
+    // reload of an unchanged file (another precision) does not read it all again.
+    struct KnownHash {
+        QString stamp;
+        QString sha256;
+        qint64 bytes = 0;
+    };
+    QHash<QString, KnownHash> known_;
 };
 
 class EngineWorker : public QObject {
@@ -151,7 +160,11 @@ private:
     bool loading_ = false;
     bool hasModel_ = false;
     ModelInfo model_;
-    QHash<QString, QString> hashes_;  // path -> SHA-256 of the file as last loaded
+    struct Hash {
+        QString sha256;
+        qint64 bytes = 0;
+    };
+    QHash<QString, Hash> hashes_;  // path -> SHA-256 and size of the file as last loaded
 };
 
 }  // namespace kevui
