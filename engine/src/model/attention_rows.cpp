@@ -16,6 +16,7 @@
 
 #include "kev/cpu_kernels.h"
 #include "kev/error.h"
+#include "model/exp8.h"
 #include "model/rowwise.h"
 #include <immintrin.h>
 
@@ -78,27 +79,28 @@ KEV_AVX2 inline __m256 load8(const T* p) {
     }
 }
 
-// kev_exp on 8 lanes: the same operations in the same order (no FMA), so the same bits.
-KEV_AVX2 inline __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));  // std::min/max's NaN rule
-    __m256 n = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _mm256_set1_ps(12582912.0f));
-    n = _mm256_sub_ps(n, _mm256_set1_ps(12582912.0f));
-    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c));
-    p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
-    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
-
 template <typename T>
 KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D, std::int64_t L, Slots slot,
                         float scale, float* p, float* acc, T* out) {
     float m = -INFINITY;
     alignas(32) float lane[8];
-    for (std::int64_t j = 0; j < L; ++j) {
+    // Four keys at a time: four independent FMA chains instead of one waiting on itself;
+    // each key's lanes and tree are the ones it has alone.
+    std::int64_t j = 0;
+    for (; j + 4 <= L; j += 4) {
+        const T* k[4] = {kh + slot(j) * D, kh + slot(j + 1) * D, kh + slot(j + 2) * D, kh + slot(j + 3) * D};
+        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (std::int64_t d = 0; d < D; d += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + d);
+            for (int i = 0; i < 4; ++i) a[i] = _mm256_fmadd_ps(qv, load8(k[i] + d), a[i]);
+        }
+        for (int i = 0; i < 4; ++i) {
+            _mm256_store_ps(lane, a[i]);
+            p[j + i] = tree8(lane) * scale;
+            m = std::max(m, p[j + i]);
+        }
+    }
+    for (; j < L; ++j) {
         const T* k = kh + slot(j) * D;
         __m256 a = _mm256_setzero_ps();
         for (std::int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(k + d), a);
@@ -106,18 +108,30 @@ KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D
         p[j] = tree8(lane) * scale;
         m = std::max(m, p[j]);
     }
-    std::int64_t j = 0;
+    j = 0;
     const __m256 mv = _mm256_set1_ps(m);
     for (; j + 8 <= L; j += 8) _mm256_storeu_ps(p + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv)));
     for (; j < L; ++j) p[j] = kev_exp(p[j] - m);
     float sum = 0.0f;
     for (j = 0; j < L; ++j) sum += p[j];
-    for (std::int64_t d = 0; d < D; d += 8) {
+    // Four groups of 8 outputs at a time (independent chains); each output's sum over the
+    // keys is the same chain it is alone.
+    std::int64_t d = 0;
+    for (; d + 32 <= D; d += 32) {
+        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (j = 0; j < L; ++j) {
+            const __m256 pj = _mm256_set1_ps(p[j]);
+            const T* v = vh + slot(j) * D + d;
+            for (int i = 0; i < 4; ++i) a[i] = _mm256_fmadd_ps(pj, load8(v + 8 * i), a[i]);
+        }
+        for (int i = 0; i < 4; ++i) _mm256_storeu_ps(acc + d + 8 * i, a[i]);
+    }
+    for (; d < D; d += 8) {
         __m256 a = _mm256_setzero_ps();
         for (j = 0; j < L; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load8(vh + slot(j) * D + d), a);
         _mm256_storeu_ps(acc + d, a);
     }
-    for (std::int64_t d = 0; d < D; ++d) out[d] = static_cast<T>(acc[d] / sum);
+    for (d = 0; d < D; ++d) out[d] = static_cast<T>(acc[d] / sum);
 }
 #undef KEV_AVX2
 

@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 
 #include "half.h"
+#include "model/lane_sums.h"
 // GCC 12 warns inside its own _mm512_reduce_add_ps (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -32,34 +33,43 @@ struct Bf16Out {
     }
 };
 
-// Rows [o_begin, o_end) of y for up to 4 rows of x (MB) at a time, 4 weight rows per
-// pass: 16 accumulators, each weight vector loaded once and used MB times.
-template <int MB>
+// How far ahead of the loads a weight row is prefetched, in bytes. Measured on a
+// 272 MB matrix (the 0.5B model's head), 2 threads, one activation row: 15.9 GB/s
+// without, 20.2 with 512 bytes (the probe read 21 GB/s); 256 and 1024 do less.
+constexpr int kPrefetchBytes = 512;
+
+// Rows [o_begin, o_end) of y for up to 4 rows of x (MB) at a time, NR weight rows per
+// pass: MB x NR accumulators, each weight vector loaded once and used MB times. One
+// activation row streams two weight rows at a time (22.5 GB/s against 20.2 for four on
+// the matrix above). Each output is one accumulator and one sum whatever MB and NR.
+template <int MB, int NR>
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
     const std::uint16_t* x, std::int64_t ldx, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
     Bf16Out y, std::int64_t ldy, std::int64_t o_begin, std::int64_t o_end) {
     std::int64_t o = o_begin;
-    for (; o + 4 <= o_end; o += 4) {
-        __m512 acc[MB][4];
+    for (; o + NR <= o_end; o += NR) {
+        __m512 acc[MB][NR];
         for (int m = 0; m < MB; ++m)
-            for (int r = 0; r < 4; ++r) acc[m][r] = _mm512_setzero_ps();
+            for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
         const std::uint16_t* w0 = w + o * I;
         for (std::int64_t i = 0; i < I; i += 32) {
-            __m512bh wv[4];
-            for (int r = 0; r < 4; ++r) wv[r] = (__m512bh)_mm512_loadu_si512(w0 + r * I + i);
+            __m512bh wv[NR];
+            for (int r = 0; r < NR; ++r) {
+                wv[r] = (__m512bh)_mm512_loadu_si512(w0 + r * I + i);
+                _mm_prefetch(reinterpret_cast<const char*>(w0 + r * I + i) + kPrefetchBytes, _MM_HINT_T0);
+            }
             for (int m = 0; m < MB; ++m) {
                 const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + m * ldx + i);
-                for (int r = 0; r < 4; ++r) acc[m][r] = _mm512_dpbf16_ps(acc[m][r], wv[r], xv);
+                for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_dpbf16_ps(acc[m][r], wv[r], xv);
             }
         }
-        for (int m = 0; m < MB; ++m)
-            for (int r = 0; r < 4; ++r) {
-                float s = _mm512_reduce_add_ps(acc[m][r]);
-                if (bias) s += bf16_to_float(bias[o + r]);
-                y.put(m * ldy + o + r, s);
-            }
+        for (int m = 0; m < MB; ++m) {
+            float s[NR];
+            lane_sums512<NR>(acc[m], s);  // the tree of _mm512_reduce_add_ps, NR at a time
+            for (int r = 0; r < NR; ++r) y.put(m * ldy + o + r, bias ? s[r] + bf16_to_float(bias[o + r]) : s[r]);
+        }
     }
-    for (; o < o_end; ++o) {  // a tail of fewer than 4 rows
+    for (; o < o_end; ++o) {  // a tail of fewer than NR rows
         for (int m = 0; m < MB; ++m) {
             __m512 acc = _mm512_setzero_ps();
             for (std::int64_t i = 0; i < I; i += 32)
@@ -179,10 +189,10 @@ void avx512_rows(const std::uint16_t* xp, std::int64_t M, const std::uint16_t* w
         const std::uint16_t* xm = xp + m * I;
         const Bf16Out ym = yp.at(m * O);
         switch (mb) {
-            case 1: gemv_rows<1>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-            case 2: gemv_rows<2>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-            case 3: gemv_rows<3>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-            default: gemv_rows<4>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            case 1: gemv_rows<1, 2>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            case 2: gemv_rows<2, 4>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            case 3: gemv_rows<3, 4>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            default: gemv_rows<4, 4>(xm, I, wp, I, bp, ym, O, o0, o1); break;
         }
     }
 }

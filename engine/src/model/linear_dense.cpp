@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -19,6 +20,7 @@
 
 #include "half.h"
 #include "kev/error.h"
+#include "model/lane_sums.h"
 // GCC 12 warns inside its own _mm512_setzero_ps (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -65,6 +67,14 @@ inline float tail_and_tree(float* lane, const float* x, const void* w, std::int6
     return s2a + s2b;
 }
 
+// The lane of input j of a whole 16 (linear_dense.h): bf16 even inputs in lanes 0-7,
+// odd ones in 8-15; every other dtype in order.
+template <W T>
+constexpr int lane_of(int j) {
+    if constexpr (T == W::BF16) return (j % 2 ? 8 : 0) + j / 2;
+    else return j;
+}
+
 // ---- scalar twin --------------------------------------------------------------------
 template <W T>
 void rows_scalar(const float* x, std::int64_t M, std::int64_t I, const void* w, const Store& st, std::int64_t o0,
@@ -75,7 +85,8 @@ void rows_scalar(const float* x, std::int64_t M, std::int64_t I, const void* w, 
             const float* xr = x + m * I;
             float lane[16] = {};
             for (std::int64_t i = 0; i < full; i += 16)
-                for (int j = 0; j < 16; ++j) lane[j] = std::fma(xr[i + j], widen<T>(w, o * I + i + j), lane[j]);
+                for (int j = 0; j < 16; ++j)
+                    lane[lane_of<T>(j)] = std::fma(xr[i + j], widen<T>(w, o * I + i + j), lane[lane_of<T>(j)]);
             put(st, m, o, tail_and_tree<T>(lane, xr, w, o * I, full, I));
         }
     }
@@ -84,15 +95,31 @@ void rows_scalar(const float* x, std::int64_t M, std::int64_t I, const void* w, 
 // ---- AVX-512: 16 lanes in one register ----------------------------------------------
 #define KEV_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
+// Weights w[i .. i + 16) in their lanes. bf16: the 32 bytes in both halves (a broadcast
+// load), the low half shifted (even inputs), the high half masked (odd inputs).
 template <W T>
 KEV_AVX512 inline __m512 load16(const void* w, std::int64_t i) {
     if constexpr (T == W::F32) {
         return _mm512_loadu_ps(static_cast<const float*>(w) + i);
     } else {
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const std::uint16_t*>(w) + i));
-        if constexpr (T == W::BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-        else return _mm512_cvtph_ps(h);
+        if constexpr (T == W::BF16) {
+            const __m512i both = _mm512_broadcast_i64x4(h);
+            return _mm512_castsi512_ps(
+                _mm512_mask_and_epi32(_mm512_slli_epi32(both, 16), 0xFF00, both, _mm512_set1_epi32(~0xFFFF)));
+        } else {
+            return _mm512_cvtph_ps(h);
+        }
     }
+}
+
+// How far ahead of the loads each weight row is prefetched (linear_bf16.cpp measures it).
+constexpr int kPrefetchBytes = 512;
+
+template <W T>
+inline void prefetch_weights(const void* w, std::int64_t i) {
+    constexpr std::int64_t size = T == W::F32 ? 4 : 2;
+    _mm_prefetch(static_cast<const char*>(w) + i * size + kPrefetchBytes, _MM_HINT_T0);
 }
 
 template <W T, int MR, int NR>
@@ -105,11 +132,22 @@ KEV_AVX512 void tile512(const float* x, std::int64_t I, const void* w, std::int6
     const float* xr = x + m0 * I;
     for (std::int64_t i = 0; i < full; i += 16) {
         __m512 wv[NR];
-        for (int n = 0; n < NR; ++n) wv[n] = load16<T>(w, (o0 + n) * I + i);
+        for (int n = 0; n < NR; ++n) {
+            wv[n] = load16<T>(w, (o0 + n) * I + i);
+            prefetch_weights<T>(w, (o0 + n) * I + i);
+        }
         for (int m = 0; m < MR; ++m) {
             const __m512 xv = _mm512_loadu_ps(xr + m * I + i);
             for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_fmadd_ps(xv, wv[n], acc[m][n]);
         }
+    }
+    if (full == I) {  // no tail: the tree on the registers, NR outputs at a time
+        for (int m = 0; m < MR; ++m) {
+            float s[NR];
+            lane_sums512<NR>(acc[m], s);
+            for (int n = 0; n < NR; ++n) put(st, m0 + m, o0 + n, s[n]);
+        }
+        return;
     }
     alignas(64) float lane[16];
     for (int m = 0; m < MR; ++m)
@@ -123,14 +161,18 @@ KEV_AVX512 void tile512(const float* x, std::int64_t I, const void* w, std::int6
 // ---- AVX2: 16 lanes in two registers -------------------------------------------------
 #define KEV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
+// Lanes 8h .. 8h + 7 of the whole 16 at w[i]. bf16: the 16 weights are one load; half 0
+// (even inputs) is a shift, half 1 (odd inputs) a mask.
 template <W T>
-KEV_AVX2 inline __m256 load8(const void* w, std::int64_t i) {
+KEV_AVX2 inline __m256 load8(const void* w, std::int64_t i, int h) {
     if constexpr (T == W::F32) {
-        return _mm256_loadu_ps(static_cast<const float*>(w) + i);
+        return _mm256_loadu_ps(static_cast<const float*>(w) + i + 8 * h);
+    } else if constexpr (T == W::BF16) {
+        const __m256i all = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const std::uint16_t*>(w) + i));
+        return _mm256_castsi256_ps(h == 0 ? _mm256_slli_epi32(all, 16) : _mm256_and_si256(all, _mm256_set1_epi32(~0xFFFF)));
     } else {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(w) + i));
-        if constexpr (T == W::BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-        else return _mm256_cvtph_ps(h);
+        return _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(w) + i + 8 * h)));
     }
 }
 
@@ -143,14 +185,25 @@ KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_
     const std::int64_t full = I / 16 * 16;
     const float* xr = x + m0 * I;
     for (std::int64_t i = 0; i < full; i += 16) {
+        for (int n = 0; n < NR; ++n) prefetch_weights<T>(w, (o0 + n) * I + i);
         for (int h = 0; h < 2; ++h) {
             __m256 wv[NR];
-            for (int n = 0; n < NR; ++n) wv[n] = load8<T>(w, (o0 + n) * I + i + 8 * h);
+            for (int n = 0; n < NR; ++n) wv[n] = load8<T>(w, (o0 + n) * I + i, h);
             for (int m = 0; m < MR; ++m) {
                 const __m256 xv = _mm256_loadu_ps(xr + m * I + i + 8 * h);
                 for (int n = 0; n < NR; ++n) acc[m][n][h] = _mm256_fmadd_ps(xv, wv[n], acc[m][n][h]);
             }
         }
+    }
+    if (full == I) {  // no tail: the tree on the registers, NR outputs at a time
+        for (int m = 0; m < MR; ++m) {
+            __m256 lo[NR], hi[NR];
+            for (int n = 0; n < NR; ++n) lo[n] = acc[m][n][0], hi[n] = acc[m][n][1];
+            float s[NR];
+            lane_sums256<NR>(lo, hi, s);
+            for (int n = 0; n < NR; ++n) put(st, m0 + m, o0 + n, s[n]);
+        }
+        return;
     }
     alignas(32) float lane[16];
     for (int m = 0; m < MR; ++m)
@@ -166,7 +219,9 @@ KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_
 template <W T, bool k512, int MR>
 void row_tiles(const float* x, std::int64_t I, const void* w, std::int64_t m0, std::int64_t ob, std::int64_t oe,
                const Store& st) {
-    constexpr int NR = k512 ? 4 : (MR == 1 ? 4 : 2);
+    // One activation row streams two weight rows at a time on AVX2 (kev-bench linear:
+    // bf16 at one row 1.9x the four-row tile it had, with the even/odd lanes).
+    constexpr int NR = k512 ? 4 : 2;
     std::int64_t o = ob;
     for (; o + NR <= oe; o += NR) {
         if constexpr (k512) tile512<T, MR, NR>(x, I, w, m0, o, st);
@@ -194,6 +249,48 @@ void rows_simd(const float* x, std::int64_t M, std::int64_t I, const void* w, co
     }
 }
 
+// bf16 rows [0, rows) of w [rows, I] widened to fp32 in their lanes' order (each whole
+// 16: the even inputs, then the odd ones; the tail in order), which is x's order in the
+// SIMD forms: the fp32 tiles then run the bf16 arithmetic, the same bits.
+__attribute__((target("avx2,fma,f16c"))) void widen_bf16_rows(const std::uint16_t* w, std::int64_t rows,
+                                                                std::int64_t I, float* out) {
+    const std::int64_t full = I / 16 * 16;
+    const __m256i odd = _mm256_set1_epi32(~0xFFFF);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::uint16_t* src = w + r * I;
+        float* dst = out + r * I;
+        for (std::int64_t i = 0; i < full; i += 16) {
+            const __m256i all = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(all, 16)));
+            _mm256_storeu_ps(dst + i + 8, _mm256_castsi256_ps(_mm256_and_si256(all, odd)));
+        }
+        for (std::int64_t i = full; i < I; ++i) dst[i] = bf16_to_float(src[i]);
+    }
+}
+
+std::int64_t dtype_size(at::ScalarType t) { return t == at::kFloat ? 4 : 2; }
+
+// Calls of at least two row tiles (AVX-512: 4 rows a tile, AVX2: 3) widen each task's
+// bf16 weights once into fp32, kept in cache while every row passes over them, and run
+// the fp32 tiles: the widening leaves the inner loop, where it took a quarter of the
+// vector instructions of a 3-row AVX2 tile (kev-bench linear, 128 rows: AVX2 1.2-1.7x,
+// AVX-512 1.6-1.9x). With one tile the weights are widened once either way, and the
+// extra store and load would cost.
+constexpr std::int64_t widen_once_rows(bool k512) { return k512 ? 8 : 6; }
+
+template <bool k512>
+void widened_rows(const float* x, std::int64_t M, std::int64_t I, const void* w, const Store& st, std::int64_t ob,
+                  std::int64_t oe) {
+    thread_local std::vector<float> wide;
+    const std::int64_t rows = oe - ob;
+    wide.resize(static_cast<std::size_t>(rows * I));
+    widen_bf16_rows(static_cast<const std::uint16_t*>(w) + ob * I, rows, I, wide.data());
+    Store block = st;  // outputs [ob, oe) as 0 .. rows
+    block.y = static_cast<char*>(st.y) + ob * dtype_size(st.dt);
+    if (st.bias) block.bias = st.bias + ob;
+    rows_simd<W::F32, k512>(x, M, I, wide.data(), block, 0, rows);
+}
+
 template <W T>
 void run(Isa isa, const float* x, std::int64_t M, std::int64_t I, const void* w, std::int64_t O, const Store& st) {
     constexpr std::int64_t kBlock = 64;  // outputs per task: 64 x I weights stay in cache
@@ -201,11 +298,35 @@ void run(Isa isa, const float* x, std::int64_t M, std::int64_t I, const void* w,
     at::parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
         for (std::int64_t b = b0; b < b1; ++b) {
             const std::int64_t ob = b * kBlock, oe = std::min(O, ob + kBlock);
+            if constexpr (T == W::BF16) {
+                if (isa != Isa::Scalar && M >= widen_once_rows(isa == Isa::Avx512)) {
+                    if (isa == Isa::Avx512) widened_rows<true>(x, M, I, w, st, ob, oe);
+                    else widened_rows<false>(x, M, I, w, st, ob, oe);
+                    continue;
+                }
+            }
             if (isa == Isa::Avx512) rows_simd<T, true>(x, M, I, w, st, ob, oe);
             else if (isa == Isa::Avx2) rows_simd<T, false>(x, M, I, w, st, ob, oe);
             else rows_scalar<T>(x, M, I, w, st, ob, oe);
         }
     });
+}
+
+// x [M, I] fp32 with each whole 16 of a row in the bf16 lane order (even inputs, then
+// odd ones), the tail as it is: the SIMD forms load it straight into their lanes.
+at::Tensor lanes_of_bf16(const at::Tensor& x) {
+    const std::int64_t M = x.size(0), I = x.size(1), full = I / 16 * 16;
+    at::Tensor out = at::empty_like(x);
+    const float* src = x.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    for (std::int64_t m = 0; m < M; ++m) {
+        const float* s = src + m * I;
+        float* d = dst + m * I;
+        for (std::int64_t i = 0; i < full; i += 16)
+            for (int j = 0; j < 16; ++j) d[i + lane_of<W::BF16>(j)] = s[i + j];
+        for (std::int64_t i = full; i < I; ++i) d[i] = s[i];
+    }
+    return out;
 }
 
 bool float_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
@@ -236,7 +357,8 @@ at::Tensor dense_linear(const at::Tensor& x_in, const at::Tensor& weight, const 
     const std::int64_t M = x_in.size(0), I = x_in.size(1), O = weight.size(0);
     at::Tensor y = at::empty({M, O}, x_in.options());  // [M, O]
     if (M == 0 || O == 0) return y;
-    const at::Tensor x = x_in.to(at::kFloat).contiguous();  // [M, I] fp32 (exact for bf16 / fp16)
+    at::Tensor x = x_in.to(at::kFloat).contiguous();  // [M, I] fp32 (exact for bf16 / fp16)
+    if (weight.scalar_type() == at::kBFloat16 && isa != Isa::Scalar) x = lanes_of_bf16(x);
     const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
     Store st{y.data_ptr(), y.scalar_type(), O, b.defined() ? b.data_ptr<float>() : nullptr};
     const float* xp = x.data_ptr<float>();

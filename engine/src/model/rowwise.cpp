@@ -13,7 +13,9 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include "kev/cpu_kernels.h"
 #include "kev/error.h"
+#include "model/exp8.h"
 
 namespace kev {
 
@@ -28,6 +30,15 @@ inline T narrow_to(float v) {
     return static_cast<T>(v);  // fp32: itself; bf16 / fp16: round to nearest even (c10)
 }
 
+
+// out[k] = kev_exp(-g[k]) for 8 elements, by exp8 (the same bits).
+template <typename T>
+__attribute__((target("avx2,fma"))) void negated_exp8(const T* g, float* out) {
+    alignas(32) float v[8];
+    for (int k = 0; k < 8; ++k) v[k] = wide(g[k]);
+    const __m256 x = _mm256_xor_ps(_mm256_load_ps(v), _mm256_set1_ps(-0.0f));  // -g, a sign flip
+    _mm256_storeu_ps(out, exp8(x));
+}
 
 // sum over i of a[i] * b[i], 8 partial sums (lane i % 8) and a fixed tree.
 template <typename A, typename B>
@@ -148,12 +159,22 @@ at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const T* gp = gu.data_ptr<T>();
         T* op = out.data_ptr<T>();
+        const bool avx2 = static_cast<int>(isa_limit()) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma();
         at::parallel_for(0, S * I, 8192, [&](std::int64_t e0, std::int64_t e1) {
-            for (std::int64_t e = e0; e < e1; ++e) {
+            float ex[8];  // kev_exp(-g), 8 at a time where they lie in one row
+            for (std::int64_t e = e0; e < e1;) {
                 const std::int64_t r = e / I, i = e % I;
-                const float g = wide(gp[r * 2 * I + i]);
-                const T act = narrow_to<T>(g / (1.0f + kev_exp(-g)));
-                op[e] = narrow_to<T>(wide(act) * wide(gp[r * 2 * I + I + i]));
+                const std::int64_t n = std::min<std::int64_t>({8, e1 - e, I - i});
+                const T* g = gp + r * 2 * I + i;
+                if (avx2 && n == 8) negated_exp8(g, ex);
+                else
+                    for (std::int64_t k = 0; k < n; ++k) ex[k] = kev_exp(-wide(g[k]));
+                for (std::int64_t k = 0; k < n; ++k) {
+                    const float gv = wide(g[k]);
+                    const T act = narrow_to<T>(gv / (1.0f + ex[k]));
+                    op[e + k] = narrow_to<T>(wide(act) * wide(g[I + k]));
+                }
+                e += n;
             }
         });
     });
