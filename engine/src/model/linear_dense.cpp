@@ -39,29 +39,11 @@ inline float widen(const void* w, std::int64_t i) {
 }
 
 // Where results go: y [M, ld] of dtype dt, plus an fp32 bias when not null.
-// The raw weights of a thread's next widened block, fetched into L2 a line every few
-// tile steps while this block computes: the stream from memory then overlaps the
-// arithmetic instead of preceding it (at 16 rows on AVX2 the widening pass, which
-// waited on memory, was 19% of a decode step).
-struct NextBlock {
-    const char* next = nullptr;
-    const char* end = nullptr;
-    std::int64_t every = 1, count = 0;
-    inline void step() {
-        if (next < end && ++count >= every) {
-            count = 0;
-            _mm_prefetch(next, _MM_HINT_T1);
-            next += 64;
-        }
-    }
-};
-
 struct Store {
     void* y = nullptr;
     at::ScalarType dt = at::kFloat;
     std::int64_t ld = 0;
     const float* bias = nullptr;
-    NextBlock* ahead = nullptr;  // set in the widened path only
 };
 
 inline void put(const Store& s, std::int64_t m, std::int64_t o, float v) {
@@ -154,7 +136,6 @@ KEV_AVX512 void tile512(const float* x, std::int64_t I, const void* w, std::int6
             wv[n] = load16<T>(w, (o0 + n) * I + i);
             prefetch_weights<T>(w, (o0 + n) * I + i);
         }
-        if (st.ahead) st.ahead->step();
         for (int m = 0; m < MR; ++m) {
             const __m512 xv = _mm512_loadu_ps(xr + m * I + i);
             for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_fmadd_ps(xv, wv[n], acc[m][n]);
@@ -205,7 +186,6 @@ KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_
     const float* xr = x + m0 * I;
     for (std::int64_t i = 0; i < full; i += 16) {
         for (int n = 0; n < NR; ++n) prefetch_weights<T>(w, (o0 + n) * I + i);
-        if (st.ahead) st.ahead->step();
         for (int h = 0; h < 2; ++h) {
             __m256 wv[NR];
             for (int n = 0; n < NR; ++n) wv[n] = load8<T>(w, (o0 + n) * I + i, h);
@@ -295,50 +275,36 @@ std::int64_t dtype_size(at::ScalarType t) { return t == at::kFloat ? 4 : 2; }
 // the fp32 tiles: the widening leaves the inner loop, where it took a quarter of the
 // vector instructions of a 3-row AVX2 tile (kev-bench linear, 128 rows: AVX2 1.2-1.7x,
 // AVX-512 1.6-1.9x). With one tile the weights are widened once either way, and the
-// extra store and load would cost.
+// extra store and load would cost. (Tried and dropped on the 2-core VM: widened blocks
+// cut to ~256 KB for long rows, and the inputs cut into chunks with the lanes kept in
+// memory, neither faster in the pack; the next block's raw weights prefetched from the
+// tiles, 10% slower at 128 rows.)
 constexpr std::int64_t widen_once_rows(bool k512) { return k512 ? 8 : 6; }
 
-// Outputs [ob, oe) from bf16 weights widened once; [oe, next_end) are the rows this
-// thread computes next (prefetched meanwhile).
 template <bool k512>
 void widened_rows(const float* x, std::int64_t M, std::int64_t I, const void* w, const Store& st, std::int64_t ob,
-                  std::int64_t oe, std::int64_t next_end) {
+                  std::int64_t oe) {
     thread_local std::vector<float> wide;
     const std::int64_t rows = oe - ob;
     wide.resize(static_cast<std::size_t>(rows * I));
-    const auto* raw = static_cast<const std::uint16_t*>(w);
-    widen_bf16_rows(raw + ob * I, rows, I, wide.data());
-    NextBlock ahead;
-    ahead.next = reinterpret_cast<const char*>(raw + oe * I);
-    ahead.end = reinterpret_cast<const char*>(raw + next_end * I);
-    const std::int64_t lines = (ahead.end - ahead.next) / 64 + 1;
-    const std::int64_t steps = (M / (k512 ? 4 : 3) + 1) * (rows / (k512 ? 4 : 2) + 1) * (I / 16);  // about
-    ahead.every = std::max<std::int64_t>(1, steps / lines);
+    widen_bf16_rows(static_cast<const std::uint16_t*>(w) + ob * I, rows, I, wide.data());
     Store block = st;  // outputs [ob, oe) as 0 .. rows
     block.y = static_cast<char*>(st.y) + ob * dtype_size(st.dt);
     if (st.bias) block.bias = st.bias + ob;
-    block.ahead = &ahead;
     rows_simd<W::F32, k512>(x, M, I, wide.data(), block, 0, rows);
 }
 
 template <W T>
 void run(Isa isa, const float* x, std::int64_t M, std::int64_t I, const void* w, std::int64_t O, const Store& st) {
-    // Outputs per task: 64 x I weights stay in cache while every row passes over them.
-    // Widened fp32 blocks are cut to about 256 KB (12 rows at 4,864 inputs) to stay in
-    // L2 beside the activations: kev-bench linear, AVX2, 16 rows of 4,864 inputs, 56
-    // GFLOP/s with 64-row blocks (1.2 MB), 72 with 12. (Cutting the inputs into chunks
-    // instead, the lanes kept in memory between chunks, was slower at every shape tried.)
-    const bool widen = T == W::BF16 && isa != Isa::Scalar && M >= widen_once_rows(isa == Isa::Avx512);
-    const std::int64_t kBlock = widen ? std::clamp<std::int64_t>((65536 / std::max<std::int64_t>(I, 1)) / 4 * 4, 4, 64) : 64;
+    constexpr std::int64_t kBlock = 64;  // outputs per task: 64 x I weights stay in cache
     const std::int64_t blocks = (O + kBlock - 1) / kBlock;
     at::parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
         for (std::int64_t b = b0; b < b1; ++b) {
             const std::int64_t ob = b * kBlock, oe = std::min(O, ob + kBlock);
             if constexpr (T == W::BF16) {
-                if (widen) {
-                    const std::int64_t next_end = b + 1 < b1 ? std::min(O, oe + kBlock) : oe;
-                    if (isa == Isa::Avx512) widened_rows<true>(x, M, I, w, st, ob, oe, next_end);
-                    else widened_rows<false>(x, M, I, w, st, ob, oe, next_end);
+                if (isa != Isa::Scalar && M >= widen_once_rows(isa == Isa::Avx512)) {
+                    if (isa == Isa::Avx512) widened_rows<true>(x, M, I, w, st, ob, oe);
+                    else widened_rows<false>(x, M, I, w, st, ob, oe);
                     continue;
                 }
             }
@@ -351,11 +317,21 @@ void run(Isa isa, const float* x, std::int64_t M, std::int64_t I, const void* w,
 
 // x [M, I] fp32 with each whole 16 of a row in the bf16 lane order (even inputs, then
 // odd ones), the tail as it is: the SIMD forms load it straight into their lanes.
-at::Tensor lanes_of_bf16(const at::Tensor& x) {
-    const std::int64_t M = x.size(0), I = x.size(1), full = I / 16 * 16;
-    at::Tensor out = at::empty_like(x);
-    const float* src = x.data_ptr<float>();
+// bf16 activations (the usual case) are widened and put in that order in one
+// vectorized pass (the weights' widening); others are converted, then reordered.
+at::Tensor lanes_of_bf16(const at::Tensor& x_in) {
+    const std::int64_t M = x_in.size(0), I = x_in.size(1), full = I / 16 * 16;
+    at::Tensor out = at::empty({M, I}, x_in.options().dtype(at::kFloat));
     float* dst = out.data_ptr<float>();
+    if (x_in.scalar_type() == at::kBFloat16) {
+        const at::Tensor x = x_in.contiguous();
+        const auto* src = reinterpret_cast<const std::uint16_t*>(x.data_ptr<at::BFloat16>());
+        at::parallel_for(0, M, std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(I, 1)),
+                         [&](std::int64_t m0, std::int64_t m1) { widen_bf16_rows(src + m0 * I, m1 - m0, I, dst + m0 * I); });
+        return out;
+    }
+    const at::Tensor x = x_in.to(at::kFloat).contiguous();
+    const float* src = x.data_ptr<float>();
     for (std::int64_t m = 0; m < M; ++m) {
         const float* s = src + m * I;
         float* d = dst + m * I;
@@ -394,8 +370,10 @@ at::Tensor dense_linear(const at::Tensor& x_in, const at::Tensor& weight, const 
     const std::int64_t M = x_in.size(0), I = x_in.size(1), O = weight.size(0);
     at::Tensor y = at::empty({M, O}, x_in.options());  // [M, O]
     if (M == 0 || O == 0) return y;
-    at::Tensor x = x_in.to(at::kFloat).contiguous();  // [M, I] fp32 (exact for bf16 / fp16)
-    if (weight.scalar_type() == at::kBFloat16 && isa != Isa::Scalar) x = lanes_of_bf16(x);
+    // [M, I] fp32 (exact for bf16 / fp16); for bf16 weights on SIMD, in their lanes' order
+    const at::Tensor x = weight.scalar_type() == at::kBFloat16 && isa != Isa::Scalar
+                             ? lanes_of_bf16(x_in)
+                             : x_in.to(at::kFloat).contiguous();
     const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
     Store st{y.data_ptr(), y.scalar_type(), O, b.defined() ? b.data_ptr<float>() : nullptr};
     const float* xp = x.data_ptr<float>();

@@ -46,6 +46,9 @@ namespace kev {
 
 namespace {
 
+// How many 256-byte slices of codes ahead the decode kernels prefetch.
+constexpr int kPrefetchSlices = 4;
+
 #define KEV_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 
 // How a format's codes enter as unsigned bytes: value = (u8[code] - offset) * unit
@@ -197,6 +200,11 @@ KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& 
         for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
         const std::uint8_t* lines = w.codes.data() + R * G * 256;
         for (std::int64_t g = 0; g < G; ++g, lines += 256) {
+            // The codes stream from memory: fetch the slice kPrefetchSlices ahead (0.5B
+            // 4-bit pack, 2 runs each: 1 card 59-61 tok/s against 50-54 without, 16 cards
+            // 266-322 against 242-246).
+            for (int c = 0; c < 4; ++c)
+                _mm_prefetch(reinterpret_cast<const char*>(lines) + kPrefetchSlices * 256 + 64 * c, _MM_HINT_T0);
             __m512i s[MB];
             for (int m = 0; m < MB; ++m) s[m] = _mm512_set1_epi32(a.init[s0 + m * G + g]);
             for (int c = 0; c < 4; ++c) {
@@ -296,6 +304,9 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
             for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
             const std::uint8_t* lines = w.codes.data() + R * G * 256 + 32 * h;
             for (std::int64_t g = 0; g < G; ++g, lines += 256) {
+                if (h == 0)
+                    for (int c = 0; c < 4; ++c)
+                        _mm_prefetch(reinterpret_cast<const char*>(lines) + kPrefetchSlices * 256 + 64 * c, _MM_HINT_T0);
                 __m256i s[MB];
                 for (int m = 0; m < MB; ++m) s[m] = _mm256_set1_epi32(kNf4 ? 0 : a.init[s0 + m * G + g]);
                 for (int c = 0; c < 4; ++c) {
