@@ -214,7 +214,10 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
         {"4-bit, fp32 activations", to_string(quant_kernel())},
         {"attention (prompt)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},
         {"attention (decode)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},
-        {"RMSNorm, RoPE, SiLU gate", "kev rows (portable)"},
+        {"RMSNorm, RoPE, SiLU gate",
+         std::string("kev rows (portable") +
+             (static_cast<int>(isa_limit()) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma() ? "; the gate's exp avx2)"
+                                                                                               : ")")},
     };
 }
 
