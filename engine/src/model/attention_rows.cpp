@@ -136,7 +136,7 @@ KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D
 #undef KEV_AVX2
 
 bool use_avx2(std::int64_t D) {
-    return D % 8 == 0 && static_cast<int>(isa_limit()) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma();
+    return D % 8 == 0 && row_kernels_avx2();
 }
 
 

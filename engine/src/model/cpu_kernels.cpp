@@ -216,8 +216,7 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
         {"attention (decode)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},
         {"RMSNorm, RoPE, SiLU gate",
          std::string("kev rows (portable") +
-             (static_cast<int>(isa_limit()) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma() ? "; the gate's exp avx2)"
-                                                                                               : ")")},
+             (row_kernels_avx2() ? "; the gate's exp avx2)" : ")")},
     };
 }
 

@@ -33,15 +33,10 @@ struct Bf16Out {
     }
 };
 
-// How far ahead of the loads a weight row is prefetched, in bytes. Measured on a
-// 272 MB matrix (the 0.5B model's head), 2 threads, one activation row: 15.9 GB/s
-// without, 20.2 with 512 bytes (the probe read 21 GB/s); 256 and 1024 do less.
-constexpr int kPrefetchBytes = 512;
-
 // Rows [o_begin, o_end) of y for up to 4 rows of x (MB) at a time, NR weight rows per
 // pass: MB x NR accumulators, each weight vector loaded once and used MB times. One
 // activation row streams two weight rows at a time (22.5 GB/s against 20.2 for four on
-// the matrix above). Each output is one accumulator and one sum whatever MB and NR.
+// the matrix kWeightPrefetchBytes was measured on). Each output is one accumulator and one sum whatever MB and NR.
 template <int MB, int NR>
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
     const std::uint16_t* x, std::int64_t ldx, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
@@ -56,7 +51,7 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
             __m512bh wv[NR];
             for (int r = 0; r < NR; ++r) {
                 wv[r] = (__m512bh)_mm512_loadu_si512(w0 + r * I + i);
-                _mm_prefetch(reinterpret_cast<const char*>(w0 + r * I + i) + kPrefetchBytes, _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(w0 + r * I + i) + kWeightPrefetchBytes, _MM_HINT_T0);
             }
             for (int m = 0; m < MB; ++m) {
                 const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + m * ldx + i);

@@ -113,13 +113,10 @@ KEV_AVX512 inline __m512 load16(const void* w, std::int64_t i) {
     }
 }
 
-// How far ahead of the loads each weight row is prefetched (linear_bf16.cpp measures it).
-constexpr int kPrefetchBytes = 512;
-
 template <W T>
 inline void prefetch_weights(const void* w, std::int64_t i) {
     constexpr std::int64_t size = T == W::F32 ? 4 : 2;
-    _mm_prefetch(static_cast<const char*>(w) + i * size + kPrefetchBytes, _MM_HINT_T0);
+    _mm_prefetch(static_cast<const char*>(w) + i * size + kWeightPrefetchBytes, _MM_HINT_T0);
 }
 
 template <W T, int MR, int NR>

@@ -151,6 +151,10 @@ void apply_rope_rows(at::Tensor& x, const RopeTable& t) {
     });
 }
 
+bool row_kernels_avx2() {
+    return static_cast<int>(isa_limit()) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma();
+}
+
 at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
     const at::Tensor gu = gu_in.contiguous();
     const std::int64_t S = gu.size(0), I = gu.size(1) / 2;
@@ -159,7 +163,7 @@ at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const T* gp = gu.data_ptr<T>();
         T* op = out.data_ptr<T>();
-        const bool avx2 = static_cast<int>(isa_limit()) >= static_cast<int>(Isa::Avx2) && cpu_has_avx2_fma();
+        const bool avx2 = row_kernels_avx2();
         at::parallel_for(0, S * I, 8192, [&](std::int64_t e0, std::int64_t e1) {
             float ex[8];  // kev_exp(-g), 8 at a time where they lie in one row
             for (std::int64_t e = e0; e < e1;) {

@@ -77,6 +77,10 @@ const char* attention_rows_kernel(std::int64_t head_dim);
 // y + update * scale[r] per row (LoRA's unmerged path), rounded once to y's dtype.
 at::Tensor add_scaled_rows(const at::Tensor& y, const at::Tensor& update, const at::Tensor& scale);
 
+// Whether the row kernels' AVX2 forms run: the ceiling (KEV_ISA) allows avx2 and the CPU
+// has it. Otherwise the scalar twins run; both give the same bits.
+bool row_kernels_avx2();
+
 // The exp used above: Cody-Waite reduction and a degree-6 polynomial, within 2 ulp of
 // expf; plain float operations, so it is the same function on every CPU.
 float kev_exp(float x);
