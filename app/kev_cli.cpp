@@ -57,8 +57,9 @@ const char* kUsage =
     "\n"
     "model:\n"
     "  --model PATH              .gguf file or Hugging Face folder (default: built-in SmolLM2-135M)\n"
-    "  --precision auto|fp32|half|4bit|nf4  working precision (default auto: the fastest on this\n"
-    "                            CPU for the file, see info; half = bf16 on CPU; 4bit =\n"
+    "  --precision auto|fp32|half|bf16|fp16|4bit|nf4  working precision (default auto: the fastest\n"
+    "                            on this CPU for the file, see info; half = bf16 on CPU, fp16 on\n"
+    "                            CUDA; 4bit =\n"
     "                            4-bit linear layers, GGUF Q4_0/Q4_1 blocks kept, others NF4, bf16\n"
     "                            activations; nf4 = NF4 for every linear layer)\n"
     "  --device cpu|cuda         (default cpu)\n"
@@ -154,6 +155,7 @@ struct Options {
     kev::LoadOptions load;
     std::optional<kev::ChatFormat> chat_format;  // --chat-format
     bool auto_precision = true;  // --precision auto (the default): resolved once the model is known
+    bool half = false;           // --precision half: bf16 on the CPU, fp16 on CUDA
     std::optional<std::string> system;
     std::string shared_context;
     std::string shared_context_file;  // @FILE's path, for messages
@@ -215,10 +217,11 @@ Options parse(int argc, char** argv) {
         } else if (a == "--precision") {
             const std::string p = value();
             o.auto_precision = p == "auto";
+            o.half = p == "half";  // resolved once the device is known (below)
             try {
-                if (!o.auto_precision) kev::set_precision(o.load, p == "half" ? "bf16" : p);  // half: bf16, what CPUs have
+                if (!o.auto_precision && !o.half) kev::set_precision(o.load, p);
             } catch (const kev::Error&) {
-                throw UsageError{"--precision must be auto, fp32, half, 4bit or nf4, got '" + p + "'"};
+                throw UsageError{"--precision must be auto, fp32, half, bf16, fp16, 4bit or nf4, got '" + p + "'"};
             }
         } else if (a == "--chat-format") {
             const std::string f = value();
@@ -294,6 +297,9 @@ Options parse(int argc, char** argv) {
         throw UsageError{e.what()};
     }
     // Text the tokenizer would refuse after the model loaded is refused now, by name.
+    // half: bf16 on the CPU (its fast kernels are bf16), fp16 on CUDA (every GPU Kev builds
+    // for runs both at one tensor-core rate; fp16 keeps 3 more mantissa bits).
+    if (o.half) kev::set_precision(o.load, o.load.device == kev::Device::Cuda ? "fp16" : "bf16");
     for (std::size_t q = 0; q < o.questions.size(); ++q) {
         if (!kevcli::is_valid_utf8(o.questions[q]))
             throw UsageError{"question " + std::to_string(q + 1) + " is not valid UTF-8"};

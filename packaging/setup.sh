@@ -152,6 +152,17 @@ case "$MODE" in
     say "running the test suite"
     (cd "$BUILD" && ctest --output-on-failure --timeout 3000)
     phase
+    # The GPU machine has no Qt (packaging/gpu-check.sh builds there): the engine,
+    # kev-cli and kev-bench must configure with Qt out of reach. The sources are the
+    # ones just built; CUDA kernels, where nvcc is here, were built with them.
+    phase "configure without Qt"
+    NOQT_BUILD="$(mktemp -d)"
+    cmake -S "$ROOT" -B "$NOQT_BUILD" -DKEV_BUILD_UI=OFF -DKEV_BUILD_TESTS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Qt6=ON \
+      -DKEV_BUILTIN_MODEL="$MODEL_LINK" > "$NOQT_BUILD.log" 2>&1 || { cat "$NOQT_BUILD.log" >&2; die "configuring without Qt failed"; }
+    grep -q 'kev-bench' "$NOQT_BUILD/app/Makefile" || die "configuring without Qt: no kev-bench target"
+    say "without Qt: $(grep -o 'Kev: CUDA kernels[^(]*' "$NOQT_BUILD.log" || echo 'no CUDA kernels (no nvcc here)'), kev-cli and kev-bench configured"
+    rm -rf "$NOQT_BUILD" "$NOQT_BUILD.log"
+    phase
     if [[ "${KEV_SKIP_SANITIZE:-0}" != 1 ]]; then
       # Engine-level tests under AddressSanitizer + UBSan (label `sanitize`, chosen in
       # tests/CMakeLists.txt); suppressions for the uninstrumented libtorch: tests/sanitize/.

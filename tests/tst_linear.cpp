@@ -11,6 +11,7 @@
 
 #include "kev/cpu_kernels.h"
 #include "kev/error.h"
+#include "kev/quant.h"
 #include "kev/weights.h"
 
 namespace {
@@ -183,8 +184,13 @@ private Q_SLOTS:
             QVERIFY2(!kernel.empty(), path.c_str());
             names << QString::fromStdString(path);
         }
-        for (const char* p : {"bf16 linear", "fp32 linear", "4-bit decode", "4-bit prompt", "attention (decode)"})
+        for (const char* p : {"bf16 linear", "fp32 linear", "4-bit decode", "4-bit prompt", "attention (decode)",
+                              "4-bit on CUDA"})
             QVERIFY2(names.contains(p), p);
+        // The CUDA kernels are named as built where nvcc was found at configure time.
+        for (const auto& [path, kernel] : paths)
+            if (path == "4-bit on CUDA")
+                QCOMPARE(QString::fromStdString(kernel).startsWith("kev fused kernels"), kev::quant_cuda_kernels_built());
         kev::set_isa_limit(kev::Isa::Scalar);
         for (const auto& [path, kernel] : kev::kernel_paths())
             if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode")

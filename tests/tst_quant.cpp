@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Half.h>
 
+#include "kev/engine_info.h"
 #include "kev/error.h"
 #include "kev/generator.h"
 #include "kev/gguf.h"
@@ -281,6 +282,122 @@ private Q_SLOTS:
         QVERIFY(!kev::prepare_quant(randomMatrix(kev::QuantFormat::NF4, 32, 64, rng), at::kFloat).interleaved);
         QCOMPARE(kev::prepare_quant(randomMatrix(kev::QuantFormat::NF4, 32, 64, rng), at::kBFloat16).interleaved,
                  kev::quant_int8_available());
+    }
+
+    // The CUDA kernels' fixed order (q4_order.h), run by their CPU twin, against the
+    // product in double: only float rounding apart. Shapes cross slice boundaries (576
+    // columns: slices of 256, 256 and 64) and fill no kernel tile evenly (40 rows).
+    // fp16 activations include subnormals. The twin is the reference the GPU check
+    // compares the kernels with bit for bit, so it is checked here on every machine.
+    void cudaOrderTwinFollowsThePlainProduct() {
+        std::mt19937 rng(33);
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+            for (auto [rows, cols] : {std::pair<int, int>{40, 96}, {48, 576}}) {
+                const kev::QuantMatrix q = randomMatrix(format, rows, cols, rng);
+                const at::Tensor w = kev::dequantize(q, at::kFloat).to(at::kDouble);  // [rows, cols]
+                const at::Tensor bias = at::randn({rows}) * 0.1;
+                for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+                    at::manual_seed(rng());
+                    // Magnitudes from 1e-7 (fp16 subnormals) to 10.
+                    const at::Tensor x =
+                        (at::randn({5, cols}) * at::pow(10.0, at::randint(-7, 2, {5, cols}).to(at::kFloat))).to(dtype);
+                    const at::Tensor y = kev::quant_linear_fixed_order(x, q, bias);
+                    QCOMPARE(y.scalar_type(), at::kFloat);
+                    const at::Tensor xd = x.to(at::kDouble);
+                    const at::Tensor ref = at::matmul(xd, w.t()) + bias.to(at::kDouble);
+                    const at::Tensor scale = at::matmul(xd.abs(), w.abs().t()) + bias.abs().to(at::kDouble);
+                    // Float rounding of sums of `cols` terms: at most about cols * 2^-24 of
+                    // the sum of magnitudes (twice that, for the scale and offset steps).
+                    const double rel = 2.0 * cols * std::ldexp(1.0, -24);
+                    const double worst = ((y.to(at::kDouble) - ref).abs() / (scale * rel + 1e-30)).max().item<double>();
+                    QVERIFY2(worst <= 1.0, qPrintable(QStringLiteral("%1 %2x%3 %4: %5 of the bound")
+                                                          .arg(kev::to_string(format)).arg(rows).arg(cols)
+                                                          .arg(c10::toString(dtype)).arg(worst)));
+                    // A row alone computes the same bits as in the call of five.
+                    for (int r = 0; r < 5; ++r)
+                        QVERIFY(at::equal(kev::quant_linear_fixed_order(x.narrow(0, r, 1), q, bias), y.narrow(0, r, 1)));
+                }
+            }
+        }
+    }
+
+    // The int8 layout turned back is the row layout byte for byte, so the twin (and the
+    // upload to CUDA) reads any kept matrix the same.
+    void rowLayoutUndoesTheInt8Layout() {
+        std::mt19937 rng(34);
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+            const kev::QuantMatrix q = randomMatrix(format, 32, 160, rng);
+            const kev::QuantMatrix back = kev::row_layout(kev::interleave_rows16(q));
+            QVERIFY(!back.interleaved);
+            QVERIFY(back.codes == q.codes);
+            QVERIFY(back.scales == q.scales);
+            QVERIFY(back.mins == q.mins);
+            const at::Tensor x = at::randn({3, 160});
+            QVERIFY(at::equal(kev::quant_linear_fixed_order(x, kev::interleave_rows16(q), at::Tensor()),
+                              kev::quant_linear_fixed_order(x, q, at::Tensor())));
+        }
+    }
+
+    // Every finite fp16 scale the kernels can meet, decoded by their shared converter:
+    // one Q4_0 block per row with the scale under test, code 9 (value 1) first, and a
+    // one-hot x, so row r's output is exactly its scale as a float.
+    void cudaOrderDecodesEveryFp16Scale() {
+        std::vector<std::uint16_t> patterns;
+        for (std::uint32_t h = 0; h < 65536; ++h)
+            if (((h >> 10) & 0x1f) != 0x1f) patterns.push_back(static_cast<std::uint16_t>(h));
+        const auto rows = static_cast<std::int64_t>(patterns.size());
+        std::vector<std::uint8_t> blocks(static_cast<std::size_t>(rows) * 18, 0x88);  // codes 8: value 0
+        for (std::int64_t r = 0; r < rows; ++r) {
+            std::uint8_t* b = blocks.data() + r * 18;
+            b[0] = static_cast<std::uint8_t>(patterns[static_cast<std::size_t>(r)] & 0xff);
+            b[1] = static_cast<std::uint8_t>(patterns[static_cast<std::size_t>(r)] >> 8);
+            b[2] = 0x89;  // element 0: code 9 (value 1); element 16: code 8
+        }
+        const kev::QuantMatrix q = kev::quant_from_ggml(kev::QuantFormat::Q4_0, blocks.data(), blocks.size(), rows, 32);
+        at::Tensor x = at::zeros({1, 32});
+        x[0][0] = 1.0f;
+        const at::Tensor y = kev::quant_linear_fixed_order(x, q, at::Tensor());
+        const float* yp = y.data_ptr<float>();
+        for (std::int64_t r = 0; r < rows; ++r) {
+            c10::Half h;
+            h.x = patterns[static_cast<std::size_t>(r)];
+            const float want = static_cast<float>(h);
+            if (yp[r] != want)
+                QFAIL(qPrintable(QStringLiteral("fp16 bits 0x%1: %2, expected %3")
+                                     .arg(patterns[static_cast<std::size_t>(r)], 4, 16, QChar('0'))
+                                     .arg(static_cast<double>(yp[r]), 0, 'g', 9)
+                                     .arg(static_cast<double>(want), 0, 'g', 9)));
+        }
+    }
+
+    // The CUDA kernels themselves: equal to the bit to the twin, every row alone equal
+    // to itself in any pack, for every format and activation dtype, decode (split) and
+    // prompt (whole) forms. Needs a CUDA device and a build with the kernels; elsewhere
+    // reported as not run, by name (packaging/gpu-check.sh runs the same on a GPU).
+    void cudaKernelsEqualTheirTwin() {
+        if (!kev::quant_cuda_kernels_built()) QSKIP("NOT RUN: cuda 4-bit kernels (this build has no CUDA kernels)");
+        if (!kev::engine_info().cuda_available) QSKIP("NOT RUN: cuda 4-bit kernels (no CUDA device)");
+        std::mt19937 rng(35);
+        const at::TensorOptions cuda = at::TensorOptions().device(at::kCUDA, 0);
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+            const kev::QuantMatrix host = randomMatrix(format, 200, 576, rng);
+            const kev::QuantMatrix dev = kev::quant_to_cuda(host);
+            QVERIFY(dev.on_cuda() && dev.codes.empty());
+            QCOMPARE(dev.bytes(), host.bytes());
+            QVERIFY(at::equal(kev::dequantize(dev, at::kFloat), kev::dequantize(host, at::kFloat)));
+            QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear(at::randn({1, 576}), dev, at::Tensor()));
+            const at::Tensor bias = at::randn({200});
+            for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+                for (std::int64_t M : {1, 3, 16, 17, 40}) {
+                    const at::Tensor x = at::randn({M, 576}).to(dtype);
+                    const at::Tensor y = kev::quant_linear(x.to(cuda), dev, bias.to(dtype).to(cuda)).cpu();
+                    QVERIFY(at::equal(y, kev::quant_linear_fixed_order(x, host, bias.to(dtype)).to(dtype)));
+                    for (std::int64_t r = 0; r < M; ++r)
+                        QVERIFY(at::equal(kev::quant_linear(x.narrow(0, r, 1).to(cuda), dev, bias.to(dtype).to(cuda)).cpu(),
+                                          y.narrow(0, r, 1)));
+                }
+            }
+        }
     }
 
     // The int8 kernel against its specification, computed here in double: activations

@@ -33,6 +33,7 @@
 #include "engine_worker.h"
 #include "gauge_panel.h"
 #include "kev/engine_info.h"
+#include "kev/quant.h"
 #include "main_window.h"
 #include "main_window_keys.h"
 #include "pack_view.h"
@@ -146,8 +147,11 @@ void MainWindow::buildToolbar() {
     precision_->addItems({QStringLiteral("4-bit"), QStringLiteral("half"), QStringLiteral("fp32"), QStringLiteral("auto")});
     if (kev::engine_info().cuda_available) {
         precision_->setItemData(kPrecision4Bit,
-                                QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1 blocks kept, others NF4), "
-                                               "bf16 activations; CPU only"),
+                                kev::quant_cuda_kernels_built()
+                                    ? QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1 blocks kept, others NF4), "
+                                                     "bf16 activations; on CUDA by Kev's fused 4-bit kernels")
+                                    : QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1 blocks kept, others NF4), "
+                                                     "bf16 activations; CPU only in this build (built without nvcc)"),
                                 Qt::ToolTipRole);
     } else {
         precision_->setItemData(kPrecision4Bit,

@@ -15,7 +15,8 @@
 // Scales are not double-quantized (an fp16 per 64 weights costs 0.25 bit/weight).
 //
 // Memory: NF4 4.25 bits/weight (0.27x bf16), Q4_0 4.5 (0.28x), Q4_1 5 (0.31x, as in
-// the file). 4-bit weights run on the CPU only.
+// the file). 4-bit weights run on the CPU and, in a build with the CUDA kernels, on
+// CUDA (quant_to_cuda below).
 //
 // A second layout serves the int8 kernel (prepare_quant below): rows in groups of 16,
 // and per group and 32-column slice 256 bytes in which byte 4r + t of line c (c = 0..3,
@@ -27,6 +28,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,12 @@ const char* to_string(QuantFormat format);
 // QLoRA's NF4 code values (quantiles of N(0, 1) scaled to [-1, 1], with an exact 0).
 extern const std::array<float, 16> kNf4Codebook;
 
+// A 4-bit matrix's blocks in CUDA memory, row layout: codes uint8 [rows * cols / 2],
+// scales and mins int16 (fp16 bits) [rows * cols / block]; mins undefined but for Q4_1.
+struct QuantCudaBlocks {
+    at::Tensor codes, scales, mins;
+};
+
 struct QuantMatrix {
     QuantFormat format = QuantFormat::NF4;
     std::int64_t rows = 0;   // out features
@@ -50,6 +58,9 @@ struct QuantMatrix {
     std::vector<std::uint16_t> mins;    // [rows * cols / block] fp16 bits, Q4_1 only
     std::array<float, 16> lut{};        // code -> value before scaling
     bool interleaved = false;           // the int8 kernel's layout (see above)
+    // On CUDA: the blocks in device memory, and codes/scales/mins above left empty.
+    std::shared_ptr<const QuantCudaBlocks> cuda;
+    bool on_cuda() const { return cuda != nullptr; }
 
     std::int64_t blocks_per_row() const { return cols / block; }
     std::int64_t bytes() const;  // codes + scales + mins
@@ -82,6 +93,33 @@ inline at::Tensor dequantize(const QuantMatrix& q, at::ScalarType dtype) { retur
 constexpr std::int64_t kQuantGemvMaxRows = 16;
 at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias);
 
+// --- CUDA ---
+// The fused CUDA kernels (engine/src/cuda/linear_kernels.cu) multiply every shape, one
+// token or a whole prompt, in one fixed order written once in model/q4_order.h: per
+// output, block sums as fma chains in column order, added per 256-column slice, the
+// slices added in order. The result of a row depends on nothing else in the call, so
+// a card computes the same bits alone or in any pack, in a prompt or a decode step.
+// Activations fp32, fp16 or bf16 (read as such, never rounded further); fp32 sums.
+//
+// Whether this build compiled them (CMake found nvcc: KEV_CUDA_KERNELS).
+bool quant_cuda_kernels_built();
+// q's blocks moved to CUDA memory (row layout; an interleaved q is turned back first).
+// Throws Unsupported without the kernels or without a device.
+QuantMatrix quant_to_cuda(QuantMatrix q);
+// The form the CUDA kernels take for fp16 / bf16 activations: Fma (the fixed order
+// above, the default) or Tiles (tensor cores: per block a WMMA tile product of the
+// activations and the codes' values, scaled and added in the same fixed order; rows
+// alone == rows in any pack, but not the twin's bits). KEV_CUDA_Q4=tiles chooses Tiles
+// at start; it stays opt-in until a GPU check has measured it. fp32 activations always
+// take Fma.
+enum class CudaQ4Form { Fma, Tiles };
+CudaQ4Form cuda_q4_form();
+void set_cuda_q4_form(CudaQ4Form form);
+// The CPU twin of the CUDA kernels: the same arithmetic (q4_order.h) on the CPU, slow
+// and exact, for the tests and for checks on a GPU. x [M, cols] any float dtype, q in
+// host memory (either layout); the result is fp32 [M, rows] (+ bias).
+at::Tensor quant_linear_fixed_order(const at::Tensor& x, const QuantMatrix& q, const at::Tensor& bias);
+
 // The int8 kernel: activations quantized per row and 32-column slice to int8 (scale =
 // absmax / 127, round to nearest even, as llama.cpp's Q8_0), multiplied with the codes
 // as unsigned bytes by AVX512-VNNI (vpdpbusd) into exact int32 sums per 32 columns, and
@@ -110,6 +148,9 @@ const char* quant_int8_prompt_kernel();  // its name for prompts (AMX tiles wher
 // multiple of 16); otherwise q unchanged. quant_linear then runs every call on it,
 // whatever the number of rows.
 QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations);
+// q in the row layout in host memory (q itself when it is so already): an interleaved
+// q turned back, a CUDA q copied back.
+QuantMatrix row_layout(const QuantMatrix& q);
 // The int8 layout regardless of the CPU's features (tests; rows a multiple of 16).
 QuantMatrix interleave_rows16(const QuantMatrix& q);
 // y = x W^T (+ bias) by the int8 kernel for x [M, cols] (any float dtype, any M) and an

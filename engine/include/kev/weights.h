@@ -63,6 +63,15 @@ struct Linear {
     at::Tensor fp32_out(const at::Tensor& x) const;
 };
 
+// Dense fp16 / bf16 linear layers on CUDA: libtorch's (cuBLAS; the default) or Kev's
+// tensor-core tiles (KEV_CUDA_DENSE=tiles at start, in a build with the CUDA kernels):
+// a fixed split of each row's sum into 256-column slices added in order, so a row's
+// result does not depend on the rows beside it, which cuBLAS does not promise (it picks
+// its kernel by the shape). Opt-in until a GPU check has measured it.
+enum class CudaDenseForm { Torch, Tiles };
+CudaDenseForm cuda_dense_form();
+void set_cuda_dense_form(CudaDenseForm form);
+
 struct LayerWeights {
     at::Tensor attn_norm;  // [hidden]
     Linear qkv;            // [q_size + 2 kv_size, hidden]: rows q | k | v
@@ -109,7 +118,7 @@ const char* to_string(WeightQuant quant);
 struct LoadOptions {
     Device device = Device::Cpu;
     DType dtype = DType::F32;
-    WeightQuant quant = WeightQuant::None;  // 4-bit needs device Cpu
+    WeightQuant quant = WeightQuant::None;  // 4-bit on CUDA needs the CUDA kernels (kev/quant.h)
     // Called with (tensors done, tensors total) while loading; may be empty.
     std::function<void(int, int)> progress;
 };

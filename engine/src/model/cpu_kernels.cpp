@@ -195,6 +195,16 @@ Bf16Kernel active_bf16_kernel() {
     return Bf16Kernel::Scalar;
 }
 
+namespace {
+const char* cuda_architectures() {
+#if defined(KEV_CUDA_ARCHS)
+    return KEV_CUDA_ARCHS;
+#else
+    return "-";
+#endif
+}
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> kernel_paths() {
     const char* dense = dense_kernel_name();
     const Int8Kernel q8 = quant_int8_kernel();
@@ -217,6 +227,9 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
         {"RMSNorm, RoPE, SiLU gate",
          std::string("kev rows (portable") +
              (row_kernels_avx2() ? "; the gate's exp avx2)" : ")")},
+        {"4-bit on CUDA", quant_cuda_kernels_built()
+                              ? std::string("kev fused kernels, one fixed order (built for sm ") + cuda_architectures() + ")"
+                              : std::string("not built (no nvcc when this build was configured)")},
     };
 }
 

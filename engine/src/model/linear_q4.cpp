@@ -32,6 +32,7 @@
 #include "kev/quant.h"
 #include "kev/cpu_kernels.h"
 #include "model/linear_bf16.h"
+#include "model/quant_cuda.h"
 // GCC 12 warns inside its own _mm512_reduce_add_ps (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -394,10 +395,20 @@ at::Tensor amx_q4_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::T
 }  // namespace
 
 at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias) {
-    if (!x.device().is_cpu()) throw Error(ErrorCode::Unsupported, "4-bit weights run on the CPU only");
+    if (x.device().is_cpu() == w.on_cuda())
+        throw Error(ErrorCode::InvalidArgument, std::string("4-bit linear: activations on ") +
+                                                    (x.device().is_cpu() ? "the CPU" : "CUDA") + ", weights on " +
+                                                    (w.on_cuda() ? "CUDA" : "the CPU"));
     // x may carry leading batch dimensions; the kernel sees [M, cols].
     const auto lead = x.sizes().slice(0, x.dim() - 1).vec();
     const at::Tensor x2 = x.reshape({-1, w.cols});  // [M, I]
+    std::vector<std::int64_t> shape = lead;
+    shape.push_back(w.rows);
+    if (w.on_cuda()) {
+        // One fixed order for every M (kev/quant.h): fp32 sums, rounded once to x's dtype.
+        const at::Tensor y = quant_cuda_linear(x2, w, bias);
+        return (x.scalar_type() == at::kFloat ? y : y.to(x.scalar_type())).view(shape);
+    }
     const std::int64_t M = x2.size(0);
     // Every path below computes a row the same way whatever M (batch invariance): the
     // kernel is chosen by the layout, the activations' dtype and the CPU, never by the
@@ -417,8 +428,6 @@ at::Tensor quant_linear(const at::Tensor& x, const QuantMatrix& w, const at::Ten
         }
         y = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
     }
-    std::vector<std::int64_t> shape = lead;
-    shape.push_back(w.rows);
     return y.view(shape);
 }
 

@@ -7,6 +7,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "kev/error.h"
+#include "kev/quant.h"
 #include "model/rowwise.h"
 #include "model/torch_util.h"
 
@@ -102,8 +103,9 @@ ForwardBatch single_sequence_batch(const std::vector<std::int64_t>& tokens, std:
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
     check_device_dtype(options.device, options.dtype);
-    if (options.quant != WeightQuant::None && options.device != Device::Cpu)
-        throw Error(ErrorCode::Unsupported, "4-bit weights run on the CPU only");
+    if (options.quant != WeightQuant::None && options.device == Device::Cuda && !quant_cuda_kernels_built())
+        throw Error(ErrorCode::Unsupported,
+                    "4-bit on CUDA: this build has no CUDA kernels (nvcc was not found when it was configured)");
     LoadedWeights lw = load_weights(path, options);
     return std::make_unique<Model>(std::move(lw.config), std::move(lw.weights), options.device, options.dtype);
 }

@@ -61,7 +61,12 @@ const char* to_string(QuantFormat format) {
 }
 
 std::int64_t QuantMatrix::bytes() const {
-    return static_cast<std::int64_t>(codes.size() + 2 * scales.size() + 2 * mins.size());
+    std::int64_t b = static_cast<std::int64_t>(codes.size() + 2 * scales.size() + 2 * mins.size());
+    if (cuda) {
+        for (const at::Tensor* t : {&cuda->codes, &cuda->scales, &cuda->mins})
+            if (t->defined()) b += static_cast<std::int64_t>(t->nbytes());
+    }
+    return b;
 }
 
 QuantMatrix quantize_nf4(const at::Tensor& weight) {
@@ -179,6 +184,47 @@ std::int64_t scale_at(const QuantMatrix& q, std::int64_t row, std::int64_t block
 
 }  // namespace
 
+QuantMatrix row_layout(const QuantMatrix& q) {
+    if (q.on_cuda()) {
+        QuantMatrix h = q;
+        h.cuda = nullptr;
+        const at::Tensor codes = q.cuda->codes.cpu().contiguous(), scales = q.cuda->scales.cpu().contiguous();
+        h.codes.assign(codes.data_ptr<std::uint8_t>(), codes.data_ptr<std::uint8_t>() + codes.numel());
+        const auto* sp = reinterpret_cast<const std::uint16_t*>(scales.data_ptr<std::int16_t>());
+        h.scales.assign(sp, sp + scales.numel());
+        if (q.cuda->mins.defined()) {
+            const at::Tensor mins = q.cuda->mins.cpu().contiguous();
+            const auto* mp = reinterpret_cast<const std::uint16_t*>(mins.data_ptr<std::int16_t>());
+            h.mins.assign(mp, mp + mins.numel());
+        }
+        return h;  // the device copy is always in row layout
+    }
+    if (!q.interleaved) return q;
+    QuantMatrix out;
+    out.format = q.format;
+    out.rows = q.rows;
+    out.cols = q.cols;
+    out.block = q.block;
+    out.lut = q.lut;
+    out.codes.assign(q.codes.size(), 0);
+    out.scales.resize(q.scales.size());
+    out.mins.resize(q.mins.size());
+    const std::int64_t bpr = q.blocks_per_row();
+    for (std::int64_t row = 0; row < q.rows; ++row) {
+        for (std::int64_t b = 0; b < bpr; ++b) {
+            out.scales[row * bpr + b] = q.scales[scale_at(q, row, b)];
+            if (!q.mins.empty()) out.mins[row * bpr + b] = q.mins[scale_at(q, row, b)];
+        }
+        std::uint8_t* dst = out.codes.data() + row * q.cols / 2;
+        for (std::int64_t col = 0; col < q.cols; ++col) {
+            const int code = code_at(q, row, col);
+            std::uint8_t& byte = dst[col / 32 * 16 + col % 16];
+            byte = static_cast<std::uint8_t>(col % 32 >= 16 ? (byte | code << 4) : (byte | code));
+        }
+    }
+    return out;
+}
+
 QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
@@ -224,6 +270,7 @@ QuantMatrix interleave_rows16(const QuantMatrix& q) {
 }
 
 at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t row_end, at::ScalarType dtype) {
+    if (q.on_cuda()) return dequantize(row_layout(q), row_begin, row_end, dtype);
     if (row_begin < 0 || row_end > q.rows || row_begin > row_end)
         throw Error(ErrorCode::InvalidArgument, "dequantize: rows outside the matrix");
     const std::int64_t n = row_end - row_begin, bpr = q.blocks_per_row();

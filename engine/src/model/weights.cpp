@@ -14,6 +14,7 @@
 #include "kev/quant.h"
 #include "kev/safetensors.h"
 #include "model/linear_bf16.h"
+#include "model/linear_cuda.h"
 #include "model/linear_dense.h"
 #include "model/torch_util.h"
 
@@ -138,6 +139,8 @@ at::Tensor with_leading_dims(const at::Tensor& y, const at::Tensor& x, std::int6
 at::Tensor Linear::operator()(const at::Tensor& x) const {
     if (quant) return quant_linear(x, *quant, bias);
     const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
+    if (cuda_dense_tiles_apply(x2, weight))
+        return with_leading_dims(cuda_dense_tiles(x2, weight, bias).to(x.scalar_type()), x, weight.size(0));
     if (!dense_kernel_applies(x2, weight)) return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
     return with_leading_dims(dense_product(x2, weight, bias, false), x, weight.size(0));
 }
@@ -145,6 +148,8 @@ at::Tensor Linear::operator()(const at::Tensor& x) const {
 at::Tensor Linear::fp32_out(const at::Tensor& x) const {
     if (quant) return quant_linear(x.to(at::kFloat), *quant, bias);  // int8 kernel: the same sums, fp32 out
     const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
+    if (cuda_dense_tiles_apply(x2, weight))  // the tiles' fp32 sums, never rounded to half
+        return with_leading_dims(cuda_dense_tiles(x2, weight, bias), x, weight.size(0));
     if (!dense_kernel_applies(x2, weight)) return (*this)(x).to(at::kFloat);
     return with_leading_dims(dense_product(x2, weight, bias, true), x, weight.size(0));
 }
@@ -501,8 +506,9 @@ private:
     }
 
     // A 4-bit matrix in the layout its kernel reads (the int8 one for half activations
-    // on CPUs with VNNI; kev/quant.h).
+    // on CPUs with VNNI; kev/quant.h), or moved to CUDA memory for the CUDA kernels.
     std::shared_ptr<const QuantMatrix> prepared(QuantMatrix q) const {
+        if (opts_.device().is_cuda()) return std::make_shared<const QuantMatrix>(quant_to_cuda(std::move(q)));
         return std::make_shared<const QuantMatrix>(prepare_quant(std::move(q), opts_.dtype().toScalarType()));
     }
 
