@@ -119,7 +119,19 @@ void GaugePanel::refreshMemory() {
     QString text = QStringLiteral("Process memory (RSS): %1").arg(QLocale().formattedDataSize(processResidentBytes()));
     if (cuda_) {
         // On CUDA the weights and the cache live in VRAM: show what the device holds.
-        if (const auto vram = kev::cuda_memory()) {
+        const qint64 weights = model_->property("weights").toLongLong();
+        // The cache counted only while it is allocated (a planned figure is an estimate).
+        const qint64 kv = model_->property("kvEstimate").toBool() ? 0 : model_->property("kv").toLongLong();
+        if (const auto v = kev::vram_breakdown(weights, kv)) {
+            // Kev's own count and libtorch's allocator, then the driver's view of the device.
+            const QLocale l;
+            text += QStringLiteral("\nVRAM (Kev / allocator): weights %1 · KV cache %2 · activations %3 · "
+                                   "reserved, unused %4")
+                        .arg(l.formattedDataSize(v->weights), l.formattedDataSize(v->kv_cache),
+                             l.formattedDataSize(v->activations), l.formattedDataSize(v->reserved_unused));
+            text += QStringLiteral("\nVRAM (driver, as nvidia-smi): %1 used of %2")
+                        .arg(l.formattedDataSize(v->device_used), l.formattedDataSize(v->device_total));
+        } else if (const auto vram = kev::cuda_memory()) {
             text += QStringLiteral("\nVRAM used: %1 of %2")
                         .arg(QLocale().formattedDataSize(vram->used_bytes), QLocale().formattedDataSize(vram->total_bytes));
         } else {

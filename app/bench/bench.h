@@ -21,6 +21,9 @@ struct Command {
 bool register_command(const Command& command);
 const std::vector<Command>& commands();
 
+// "1,4,16" -> {1, 4, 16} (std::stoll on each; throws on a non-number).
+std::vector<long long> parse_list(const std::string& s);
+
 // Engine build facts every report starts with.
 nlohmann::json engine_header();
 

@@ -16,28 +16,16 @@
 
 namespace {
 
-std::vector<long long> parse_list(const std::string& s) {
-    std::vector<long long> out;
-    std::size_t start = 0;
-    while (start <= s.size()) {
-        const std::size_t comma = s.find(',', start);
-        out.push_back(std::stoll(s.substr(start, comma - start)));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return out;
-}
-
 int run_linear(const kevbench::Args& args) {
     // Default shapes: Qwen2.5-0.5B's fused qkv, o, gate_up, down.
     std::vector<std::pair<long long, long long>> shapes = {{1152, 896}, {896, 896}, {9728, 896}, {896, 4864}};
     std::vector<long long> rows = {1, 4, 16, 128};
     int reps = 20;
     for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
-        if (args[i] == "--rows") rows = parse_list(args[i + 1]);
+        if (args[i] == "--rows") rows = kevbench::parse_list(args[i + 1]);
         else if (args[i] == "--reps") reps = std::stoi(args[i + 1]);
         else if (args[i] == "--shape") {
-            const auto v = parse_list(args[i + 1]);
+            const auto v = kevbench::parse_list(args[i + 1]);
             if (v.size() != 2) { std::fprintf(stderr, "--shape OUT,IN\n"); return 2; }
             shapes = {{v[0], v[1]}};
         } else { std::fprintf(stderr, "unknown option %s\n", args[i].c_str()); return 2; }

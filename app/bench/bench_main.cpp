@@ -22,6 +22,18 @@ bool register_command(const Command& command) {
 
 const std::vector<Command>& commands() { return registry(); }
 
+std::vector<long long> parse_list(const std::string& s) {
+    std::vector<long long> out;
+    std::size_t start = 0;
+    while (start <= s.size()) {
+        const std::size_t comma = s.find(',', start);
+        out.push_back(std::stoll(s.substr(start, comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
 nlohmann::json engine_header() {
     const kev::EngineInfo info = kev::engine_info();
     return {{"kev", info.kev_version},

@@ -23,6 +23,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "bench.h"
+#include "kev/engine_info.h"
 #include "kev/generator.h"
 #include "kev/model.h"
 #include "kev/quant.h"
@@ -88,6 +89,7 @@ Sample run_once(const kev::Model& model, const std::vector<kev::TokenCard>& card
 // RoPE, sampling and the framework's own overhead.
 double linears_ms(const kev::Model& model, int n) {
     c10::InferenceMode guard;
+    const at::Device device = model.weights().embed.device();
     const auto& w = model.weights();
     std::vector<const kev::Linear*> all;
     for (const auto& l : w.layers) all.insert(all.end(), {&l.qkv, &l.o, &l.gate_up, &l.down});
@@ -95,19 +97,22 @@ double linears_ms(const kev::Model& model, int n) {
     std::vector<at::Tensor> inputs;
     for (const kev::Linear* lin : all) {
         const std::int64_t in = lin->quantized() ? lin->quant->cols : lin->weight.size(1);
-        inputs.push_back(at::randn({n, in}).to(w.embed.scalar_type()));
+        inputs.push_back(at::randn({n, in}).to(w.embed.scalar_type()).to(device));
     }
     std::vector<double> passes;
     for (int p = 0; p < 6; ++p) {
         const auto t0 = std::chrono::steady_clock::now();
-        for (std::size_t i = 0; i < all.size(); ++i) (*all[i])(inputs[i]);
+        at::Tensor last;
+        for (std::size_t i = 0; i < all.size(); ++i) last = (*all[i])(inputs[i]);
+        if (device.is_cuda()) last.sum().item<float>();  // waits for the stream
         if (p > 0) passes.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     return median(passes);
 }
 
 int run_pack(const Args& args) {
-    std::string model_path, out_prefix, precision = "bf16";
+    std::string model_path, out_prefix, precision = "bf16", device = "cpu";
+    double hbm_gbs = 0;  // --hbm-gbs: the device's memory bandwidth for the roofline (CUDA)
     std::vector<int> ns{1, 2, 4, 8, 16};
     int prompt_len = 128, gen_len = 128, reps = 3;
     bool packed_only = false;  // --packed-only 1: no one-at-a-time runs (side by side with llama-batched-bench)
@@ -122,6 +127,8 @@ int run_pack(const Args& args) {
         else if (k == "--reps") reps = std::stoi(v);
         else if (k == "--out") out_prefix = v;
         else if (k == "--packed-only") packed_only = v == "1";
+        else if (k == "--device") device = v;
+        else if (k == "--hbm-gbs") hbm_gbs = std::stod(v);
         else {
             std::fprintf(stderr, "kev-bench pack: unknown option %s\n", k.c_str());
             return 2;
@@ -133,10 +140,17 @@ int run_pack(const Args& args) {
     }
     kev::LoadOptions load;
     kev::set_precision(load, precision);
+    if (device != "cpu" && device != "cuda") {
+        std::fprintf(stderr, "kev-bench pack: --device cpu|cuda\n");
+        return 2;
+    }
+    const bool cuda = device == "cuda";
+    if (cuda) load.device = kev::Device::Cuda;
+    if (cuda && hbm_gbs <= 0) hbm_gbs = 4800.0;  // H200's HBM3e
     const auto t_load = std::chrono::steady_clock::now();
     const auto model = kev::Model::load(model_path, load);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-    const double bandwidth = measure_read_bandwidth_gbs(1LL << 30, 5);
+    const double bandwidth = cuda ? hbm_gbs : measure_read_bandwidth_gbs(1LL << 30, 5);
     // A step reads one row of the embedding, all of it only when it is also the head.
     const kev::ModelWeights& mw = model->weights();
     const bool head_is_embed = mw.lm_head.weight.defined() && mw.lm_head.weight.data_ptr() == mw.embed.data_ptr();
@@ -151,6 +165,8 @@ int run_pack(const Args& args) {
     report["command"] = cmd;
     report["model"] = model_path;
     report["precision"] = precision;
+    report["device"] = device;
+    report["bandwidth_source"] = cuda ? "given (--hbm-gbs)" : "measured (host memory read)";
     report["streamed_weight_bytes"] = weight_bytes;
     report["load_s"] = load_s;
     report["read_bandwidth_gbs"] = bandwidth;
@@ -173,6 +189,7 @@ int run_pack(const Args& args) {
             card.sampling.max_new_tokens = gen_len;
             cards.push_back(std::move(card));
         }
+        kev::reset_cuda_peak_memory();
         std::vector<double> packed_wall, seq_wall, packed_ttft, packed_prefill_tps, packed_decode_tps, step_ms,
             seq_decode_tps;
         for (int r = 0; r < reps; ++r) {
@@ -225,6 +242,17 @@ int run_pack(const Args& args) {
             {"step_vs_roofline", median(step_ms) / roofline_ms},
             {"peak_rss_mib", proc_status_kib("VmHWM") / 1024.0},
         };
+        if (cuda) {
+            // The allocator's own peak (what Kev's tensors and its cache held) against the
+            // driver's view of the device now (nvidia-smi's number: all of this process,
+            // its CUDA context included, and any other process).
+            if (const auto a = kev::cuda_allocator_memory()) {
+                row["cuda_peak_allocated_mib"] = a->peak_allocated_bytes / 1048576.0;
+                row["cuda_peak_reserved_mib"] = a->peak_reserved_bytes / 1048576.0;
+                row["cuda_reserved_mib"] = a->reserved_bytes / 1048576.0;
+            }
+            if (const auto d = kev::cuda_memory()) row["device_used_mib"] = d->used_bytes / 1048576.0;
+        }
         report["results"].push_back(row);
         std::fprintf(stderr, "N=%d: packed %.2fs, one-at-a-time %.2fs, ratio %.3f, %.1f tok/s aggregate\n", n,
                      median(packed_wall), median(seq_wall), median(packed_wall) / median(seq_wall),
@@ -262,6 +290,7 @@ int run_pack(const Args& args) {
 }  // namespace
 
 KEV_BENCH("pack", "packed vs one-at-a-time generation --model PATH [--precision bf16|fp32|4bit|nf4] [--n 1,2,4,8,16] "
+                  "[--device cpu|cuda --hbm-gbs 4800] "
                   "[--prompt 128] [--gen 128] [--reps 3] [--packed-only 1] [--out PREFIX]",
           run_pack);
 

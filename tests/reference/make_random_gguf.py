@@ -16,7 +16,7 @@ import os
 
 import gguf
 import numpy as np
-from safetensors.numpy import load_file
+from safetensors.torch import load_file
 
 NAMES = {
     "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
@@ -36,11 +36,42 @@ def permute(w, n_head, n_head_kv):  # llama.cpp's LlamaModel.permute
             .swapaxes(1, 2).reshape(w.shape))
 
 
+def add_tokenizer(w, folder, arch):
+    """A tokenizer.json's byte-level BPE as llama.cpp's convert script writes it: tokens
+    by id (ids the file does not name become unused [PAD<id>] entries), merges, token
+    types (added tokens are control tokens), the pre-tokenizer's name, the chat template."""
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    vocab = tj["model"]["vocab"]
+    added = {t["content"]: t["id"] for t in tj.get("added_tokens", [])}
+    n = max(list(vocab.values()) + list(added.values())) + 1
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    types = [gguf.TokenType.UNUSED] * n
+    for t, i in vocab.items():
+        tokens[i], types[i] = t, gguf.TokenType.NORMAL
+    for t, i in added.items():
+        tokens[i], types[i] = t, gguf.TokenType.CONTROL
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2" if arch.startswith("qwen") else "llama-bpe")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    config = os.path.join(folder, "tokenizer_config.json")
+    if os.path.exists(config):
+        with open(config, encoding="utf-8") as f:
+            template = json.load(f).get("chat_template")
+        if isinstance(template, str):
+            w.add_chat_template(template)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"])
+    ap.add_argument("--tokenizer", help="folder with a byte-level BPE tokenizer.json (and tokenizer_config.json): "
+                                        "written into the file as llama.cpp's 'gpt2' tokenizer, so text goes in")
     args = ap.parse_args()
     with open(os.path.join(args.model, "config.json")) as f:
         cfg = json.load(f)
@@ -48,7 +79,8 @@ def main():
     nh, nkv, h = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     d = cfg.get("head_dim") or h // nh
     rope = cfg.get("rope_parameters") or {}
-    tensors = {k: v.astype(np.float32) for k, v in load_file(os.path.join(args.model, "model.safetensors")).items()}
+    # Through torch: numpy has no bfloat16 (the benchmark presets are bf16 on disk).
+    tensors = {k: v.float().numpy() for k, v in load_file(os.path.join(args.model, "model.safetensors")).items()}
 
     w = gguf.GGUFWriter(args.out, arch)
     w.add_context_length(cfg["max_position_embeddings"])
@@ -83,6 +115,9 @@ def main():
                 smooth = (old / wavelen - low) / (high - low)
                 factors.append(1 / ((1 - smooth) / factor + smooth))
         w.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
+
+    if args.tokenizer:
+        add_tokenizer(w, args.tokenizer, arch)
 
     qtype = getattr(gguf.GGMLQuantizationType, args.type)
     for name, t in sorted(tensors.items()):

@@ -9,6 +9,10 @@ Presets:
   tiny-qwen3     Qwen3, per-head q/k norm, explicit head_dim != hidden/heads, tied
   qwen2.5-0.5b   Qwen2.5-0.5B shapes (hidden 896, 24 layers, 14/2 heads, inter 4864,
                  vocab 151936, tied), bf16 on disk: for benchmarks, not CI.
+  qwen2.5-7b     Qwen2.5-7B shapes (hidden 3584, 28 layers, 28/4 heads, inter 18944,
+                 vocab 152064, untied), bf16, 15 GB: the GPU check (--device cuda).
+  smollm2-135m   SmolLM2-135M shapes (Llama, hidden 576, 30 layers, 9/3 heads, inter
+                 1536, vocab 49152, tied), bf16: the built-in model's shapes.
 
 The same preset and seed always give the same bytes (weights drawn in name order
 from one seeded generator; no wall-clock metadata is written).
@@ -42,6 +46,18 @@ PRESETS = {
                          rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu",
                          use_sliding_window=False, bos_token_id=151643, eos_token_id=151645,
                          rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+    "qwen2.5-7b": dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], hidden_size=3584,
+                       num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+                       intermediate_size=18944, vocab_size=152064, max_position_embeddings=32768,
+                       rms_norm_eps=1e-6, tie_word_embeddings=False, hidden_act="silu",
+                       use_sliding_window=False, bos_token_id=151643, eos_token_id=151645,
+                       rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+    "smollm2-135m": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=576,
+                         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                         intermediate_size=1536, vocab_size=49152, max_position_embeddings=8192,
+                         rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu", head_dim=64,
+                         attention_bias=False, mlp_bias=False, bos_token_id=1, eos_token_id=2,
+                         rope_parameters=dict(rope_type="default", rope_theta=100000.0)),
 }
 
 
@@ -76,23 +92,25 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shards", type=int, default=1, help="write model-0000i-of-0000n.safetensors + index")
+    ap.add_argument("--device", default="cpu", help="draw the weights there (cuda: the 7B preset in seconds; "
+                                                    "other bytes than a CPU draw)")
     args = ap.parse_args()
     cfg = dict(PRESETS[args.preset])
-    big = args.preset == "qwen2.5-0.5b"
+    big = not args.preset.startswith("tiny")
     std = 0.02 if big else 0.08
     dtype = torch.bfloat16 if big else torch.float32
     cfg["dtype"] = "bfloat16" if big else "float32"
 
-    gen = torch.Generator().manual_seed(args.seed)
+    gen = torch.Generator(device=args.device).manual_seed(args.seed)
     tensors = {}
     for name, shape in sorted(tensor_shapes(cfg).items()):
         if name.endswith("norm.weight"):
-            t = 1.0 + 0.1 * torch.randn(shape, generator=gen)  # not all-ones: norms must matter
+            t = 1.0 + 0.1 * torch.randn(shape, generator=gen, device=args.device)  # not all-ones: norms must matter
         elif name.endswith(".bias"):
-            t = 0.1 * torch.randn(shape, generator=gen)
+            t = 0.1 * torch.randn(shape, generator=gen, device=args.device)
         else:
-            t = std * torch.randn(shape, generator=gen)
-        tensors[name] = t.to(dtype).contiguous()
+            t = std * torch.randn(shape, generator=gen, device=args.device)
+        tensors[name] = t.to(dtype).cpu().contiguous()
 
     os.makedirs(args.out, exist_ok=True)
     if args.shards <= 1:

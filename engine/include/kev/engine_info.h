@@ -33,6 +33,29 @@ struct DeviceMemory {
 };
 std::optional<DeviceMemory> cuda_memory();
 
+// libtorch's CUDA caching allocator on device 0: the bytes Kev's tensors hold
+// (allocated) and the bytes the allocator holds from the driver (reserved, what
+// nvidia-smi counts for this process beside the CUDA context), with their peaks. The
+// same numbers torch.cuda.memory_allocated() / memory_reserved() give in Python. Empty
+// when there is no CUDA device or the build has no CUDA headers (KEV_CUDA_KERNELS).
+struct CudaAllocatorMemory {
+    long long allocated_bytes = 0;
+    long long reserved_bytes = 0;
+    long long peak_allocated_bytes = 0;
+    long long peak_reserved_bytes = 0;
+};
+std::optional<CudaAllocatorMemory> cuda_allocator_memory();
+void reset_cuda_peak_memory();  // no-op where cuda_allocator_memory() is empty
+
+// The VRAM gauge's figures: Kev's weights and KV cache (counted by Kev), activations
+// and scratch (the rest of what the allocator hands out), the allocator's reserve not
+// in use, and the device's used and total bytes as the driver (nvidia-smi) counts them.
+struct VramBreakdown {
+    long long weights = 0, kv_cache = 0, activations = 0, reserved_unused = 0;
+    long long device_used = 0, device_total = 0;
+};
+std::optional<VramBreakdown> vram_breakdown(long long weight_bytes, long long kv_cache_bytes);
+
 // The built-in model (SmolLM2-135M-Instruct, Q4_1 GGUF) placed by packaging/setup.sh.
 // The environment variable KEV_BUILTIN_MODEL overrides the configured location.
 std::string builtin_model_path();

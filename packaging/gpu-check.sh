@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Kev's GPU checks, on a machine with an NVIDIA GPU, PyTorch (with transformers), CMake,
+# nvcc and a C++ compiler, but no Qt and no internet. Builds the engine, kev-cli and
+# kev-bench without Qt against that PyTorch's CUDA libtorch, then checks and measures:
+#
+#   1. cuda-q4    the CUDA 4-bit kernels (q4_0, q4_1, nf4 x fp32/fp16/bf16 activations):
+#                 equal to the bit to their CPU twin, rows alone == rows in any pack;
+#                 the tensor-core form (KEV_CUDA_Q4=tiles) near the twin and invariant;
+#                 ms per call and weight GB/s against HBM
+#      cuda-dense the dense tensor-core tiles (KEV_CUDA_DENSE=tiles) against cuBLAS:
+#                 error, rows alone == packed (both reported), ms side by side
+#   2. parity     fp32 logits within 1e-4 of transformers on the same GPU (tiny random
+#                 Llama, Qwen2, Qwen3; positions past 1,000)
+#   3. greedy     fp16 and bf16: 32 greedy tokens identical to transformers' in the same
+#                 dtype (the built-in model where its file is here, else a random model
+#                 of its shapes)
+#   4. isolation  kev-cli --verify-isolation (packed == alone) in fp16, bf16 and 4-bit,
+#                 by the default paths and by the tiles
+#   5. vram       the VRAM gauge's figures (weights, KV cache, activations, reserve)
+#                 against libtorch's allocator in the same process and the driver
+#   6. pack       kev-bench pack --device cuda: the 0.5B- and 7B-shaped random models,
+#                 bf16 and 4-bit, N = 1/4/8/16, 128 + 128 tokens: packed / one-at-a-time,
+#                 tok/s, step time against the HBM roofline, allocator peak vs the driver
+#
+#   packaging/gpu-check.sh fetch        here, on Debian 12 (apt, PyPI): the C++ packages
+#                                       and Python wheels the GPU machine lacks, into
+#                                       .gpu-deps/ (ignored by git; carry it there)
+#   packaging/gpu-check.sh run OUTDIR   there: build, check, write reports to OUTDIR
+#
+# Environment: KEV_GPU_SKIP_7B=1 leaves out the 7B-shaped model (15 GB written and
+# loaded); KEV_GPU_ARCH=90 the CUDA architecture (default: the GPU's own);
+# KEV_BUILTIN_MODEL the built-in model's GGUF, where it is on that machine. To rehearse
+# the script on a machine without a GPU: KEV_GPU_DEVICE=cpu (every step on the CPU),
+# KEV_GPU_BUILD_DIR=build (reuse a build tree), KEV_GPU_QUICK=1 (no pack benchmarks),
+# KEV_GPU_PYTHON=.venv/bin/python (the Python with torch and transformers).
+# Each step prints PASS, FAIL or NOT RUN (with why) into OUTDIR/summary.md; the exit
+# status is 1 if any step failed.
+set -uo pipefail
+
+MODE="${1:-}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEPS="$ROOT/.gpu-deps"
+say() { printf '[gpu-check] %s\n' "$*" >&2; }
+
+if [[ "$MODE" == fetch ]]; then
+  set -e
+  mkdir -p "$DEPS/debs" "$DEPS/wheels"
+  # The engine's C++ dependencies, as Debian 12 ships them (headers, pkg-config files,
+  # libraries), with pkg-config itself.
+  (cd "$DEPS/debs" && apt-get download nlohmann-json3-dev libsentencepiece-dev libsentencepiece0 \
+     libprotobuf-lite32 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 \
+     libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3)
+  # gguf (the 4-bit GGUF writer of tests/reference/make_random_gguf.py), pure Python.
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$DEPS/wheels" gguf==$(sed -n "s/^gguf==//p" "$ROOT/packaging/requirements-test.txt")
+  du -sh "$DEPS"
+  exit 0
+fi
+[[ "$MODE" == run ]] || { sed -n '2,32p' "$0"; exit 2; }
+OUT="${2:?usage: gpu-check.sh run OUTDIR}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+START=$(date +%s)
+SUMMARY="$OUT/summary.md"
+FAILED=0
+WORK="${TMPDIR:-/tmp}/kev-gpu-check"
+mkdir -p "$WORK"
+step_result() {  # step_result NAME STATUS DETAIL
+  printf '| %s | %s | %s | %ss |\n' "$1" "$2" "$3" "$(( $(date +%s) - START ))" >> "$SUMMARY"
+  say "$1: $2 $3"
+  [[ "$2" == FAIL ]] && FAILED=1
+  return 0
+}
+{
+  echo "# Kev GPU check"
+  echo
+  echo "Command: \`packaging/gpu-check.sh run OUTDIR\` at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
+  echo
+  "${KEV_GPU_PYTHON:-python3}" -c 'import torch, sys; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, Python {sys.version.split()[0]}")'
+  echo
+  echo "| step | result | detail | at |"
+  echo "|---|---|---|---|"
+} > "$SUMMARY"
+
+# --- dependencies carried as packages ------------------------------------------------
+PREFIX="$WORK/deps"
+if [[ -d "$DEPS/debs" ]]; then
+  mkdir -p "$PREFIX"
+  for f in "$DEPS"/debs/*.deb; do dpkg-deb -x "$f" "$PREFIX"; done
+  export PKG_CONFIG_SYSROOT_DIR="$PREFIX"
+  export PKG_CONFIG_PATH="$PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig:$PREFIX/usr/share/pkgconfig"
+  export LD_LIBRARY_PATH="$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  command -v pkg-config >/dev/null || export PATH="$PATH:$PREFIX/usr/bin"
+fi
+if compgen -G "$DEPS/wheels/*.whl" >/dev/null; then
+  "${KEV_GPU_PYTHON:-python3}" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" "$DEPS"/wheels/*.whl \
+    && export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+# --- build: engine, kev-cli, kev-bench; no Qt ------------------------------------------
+DEV="${KEV_GPU_DEVICE:-cuda}"
+PY="${KEV_GPU_PYTHON:-python3}"
+ARCH="${KEV_GPU_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')}"
+BUILD="$WORK/build"
+GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+if [[ -n "${KEV_GPU_BUILD_DIR:-}" && -x "$KEV_GPU_BUILD_DIR/bin/kev-bench" ]]; then
+  BUILD="$(cd "$KEV_GPU_BUILD_DIR" && pwd)"
+  step_result build PASS "reused ${KEV_GPU_BUILD_DIR} (KEV_GPU_BUILD_DIR)"
+elif cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DKEV_BUILD_UI=OFF -DKEV_BUILD_TESTS=OFF \
+     -DKEV_PYTHON="$(command -v "$PY")" -DKEV_CUDA_KERNELS=ON ${ARCH:+-DKEV_CUDA_ARCHITECTURES=$ARCH} \
+     -DCMAKE_PREFIX_PATH="$PREFIX/usr" > "$OUT/build.log" 2>&1 \
+   && cmake --build "$BUILD" -j "$(nproc)" --target kev-bench kev-cli >> "$OUT/build.log" 2>&1; then
+  step_result build PASS "engine, kev-cli, kev-bench for sm_${ARCH:-?} (build.log)"
+else
+  step_result build FAIL "see build.log"
+  tail -30 "$OUT/build.log" >&2
+  exit 1
+fi
+BENCH="$BUILD/bin/kev-bench"
+CLI="$BUILD/bin/kev-cli"
+REF="$ROOT/tests/reference"
+
+# --- 1. the 4-bit kernels -------------------------------------------------------------
+"$BENCH" cuda-q4 > "$OUT/cuda-q4.out" 2> "$OUT/cuda-q4.log"
+case $? in
+  0) step_result cuda-q4 PASS "$(tail -1 "$OUT/cuda-q4.out"); timings in cuda-q4.log" ;;
+  4) step_result cuda-q4 "NOT RUN" "$(head -1 "$OUT/cuda-q4.out")" ;;
+  *) step_result cuda-q4 FAIL "$(grep -m3 MISMATCH "$OUT/cuda-q4.out" | tr '\n' ' ')" ;;
+esac
+
+"$BENCH" cuda-dense > "$OUT/cuda-dense.out" 2> "$OUT/cuda-dense.log"
+case $? in
+  0) step_result cuda-dense PASS "$(tail -1 "$OUT/cuda-dense.out"); timings against cuBLAS in cuda-dense.log" ;;
+  4) step_result cuda-dense "NOT RUN" "$(head -1 "$OUT/cuda-dense.out")" ;;
+  *) step_result cuda-dense FAIL "$(grep -m3 MISMATCH "$OUT/cuda-dense.out" | tr '\n' ' ')" ;;
+esac
+
+# --- 2. fp32 parity with transformers on the GPU ----------------------------------------
+cat > "$WORK/prompts.json" <<'EOF'
+[{"tokens": [1, 17, 42, 99, 7, 300, 5, 64, 128, 3, 250, 11], "start": 0},
+ {"tokens": [2, 9, 33, 480, 21, 77, 160, 4], "start": 1000},
+ {"tokens": [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24], "start": 1990}]
+EOF
+for preset in tiny-llama tiny-qwen2 tiny-qwen3; do
+  m="$WORK/$preset"
+  if $PY "$REF/make_random_model.py" --preset "$preset" --out "$m" > /dev/null \
+     && $PY "$REF/model_logits.py" --model "$m" --prompts "$WORK/prompts.json" --out "$m/ref" --device "$DEV" > /dev/null; then
+    if "$BENCH" parity --model "$m" --prompts "$WORK/prompts.json" --reference "$m/ref" --device "$DEV" --tol 1e-4 \
+         > "$OUT/parity-$preset.json" 2>> "$OUT/parity.log"; then
+      step_result "parity $preset" PASS "fp32 logits within 1e-4 (max $(grep -o '"max_abs_diff": [0-9.e+-]*' "$OUT/parity-$preset.json" | sort -t: -k2 -g | tail -1 | cut -d' ' -f2))"
+    else
+      step_result "parity $preset" FAIL "$(grep -o '"max_abs_diff": [0-9.e+-]*' "$OUT/parity-$preset.json" | tr '\n' ' ')"
+    fi
+  else
+    step_result "parity $preset" "NOT RUN" "the reference could not be made (transformers on this machine?)"
+  fi
+done
+
+# --- 3. fp16 / bf16 greedy tokens --------------------------------------------------------
+GREEDY_MODEL="${KEV_BUILTIN_MODEL:-}"
+GREEDY_WHAT="the built-in model"
+if [[ -z "$GREEDY_MODEL" || ! -f "$GREEDY_MODEL" ]]; then
+  GREEDY_MODEL="$WORK/smollm2-135m"
+  GREEDY_WHAT="a random model of the built-in model's shapes (the built-in model's file is not on this machine)"
+  $PY "$REF/make_random_model.py" --preset smollm2-135m --out "$GREEDY_MODEL" > /dev/null
+fi
+cat > "$WORK/greedy-prompts.json" <<'EOF'
+[{"tokens": [1, 504, 3458, 282, 4649, 314, 17, 1044, 30, 2], "start": 0},
+ {"tokens": [1, 1780, 5248, 260, 1789, 1345, 288, 2053, 30], "start": 0}]
+EOF
+for dt in fp16 bf16; do
+  if $PY "$REF/model_logits.py" --model "$GREEDY_MODEL" --prompts "$WORK/greedy-prompts.json" --out "$WORK/greedy-$dt" \
+       --device "$DEV" --dtype "$dt" --greedy 32 > /dev/null 2>> "$OUT/greedy.log"; then
+    if "$BENCH" parity --model "$GREEDY_MODEL" --prompts "$WORK/greedy-prompts.json" --reference "$WORK/greedy-$dt" \
+         --device "$DEV" --precision "$dt" --tol 1e9 --greedy 32 > "$OUT/greedy-$dt.json" 2>> "$OUT/greedy.log"; then
+      step_result "greedy $dt" PASS "32 tokens identical to transformers, $GREEDY_WHAT"
+    else
+      step_result "greedy $dt" FAIL "first differences: $(grep -o '"greedy_first_difference": [-0-9]*' "$OUT/greedy-$dt.json" | tr '\n' ' ') ($GREEDY_WHAT)"
+    fi
+  else
+    step_result "greedy $dt" "NOT RUN" "transformers could not make the reference (greedy.log)"
+  fi
+done
+
+# --- 4. isolation: packed == alone ------------------------------------------------------
+Q05="$WORK/qwen2.5-0.5b"
+$PY "$REF/make_random_model.py" --preset qwen2.5-0.5b --out "$Q05" > /dev/null \
+  && cp "$ROOT/tests/data/qwen-tokenizer/tokenizer.json" "$ROOT/tests/data/qwen-tokenizer/tokenizer_config.json" "$Q05/"
+Q05_GGUF=""
+if $PY -c 'import gguf' 2>/dev/null \
+   && $PY "$REF/make_random_gguf.py" --model "$Q05" --out "$WORK/qwen2.5-0.5b-q4_0.gguf" --type Q4_0 \
+        --tokenizer "$ROOT/tests/data/qwen-tokenizer" > /dev/null 2>> "$OUT/isolation.log"; then
+  Q05_GGUF="$WORK/qwen2.5-0.5b-q4_0.gguf"
+fi
+questions=("What is a prime number?" "Name three rivers." "Why is the sky blue?" "Write a haiku about rain." "2+2?")
+for prec in fp16 bf16 nf4 4bit fp16-tiles bf16-tiles nf4-tiles 4bit-tiles; do
+  model="$Q05"
+  form=default
+  [[ "$prec" == *-tiles ]] && { form=tiles; prec="${prec%-tiles}"; }
+  if [[ "$prec" == 4bit ]]; then
+    [[ -n "$Q05_GGUF" ]] || { step_result "isolation 4bit ($form)" "NOT RUN" "no Q4_0 file: the gguf package is missing or could not write it (isolation.log)"; continue; }
+    model="$Q05_GGUF"
+  fi
+  for temp in 0 0.8; do
+    name="isolation-$prec-$form-t$temp"
+    if KEV_CUDA_Q4="$form" KEV_CUDA_DENSE="$form" "$CLI" --model "$model" --device "$DEV" --precision "$prec" --verify-isolation --max-new-tokens 24 \
+         --ignore-eos --seed 5 --temperature "$temp" --json "${questions[@]}" > "$OUT/$name.json" 2>> "$OUT/isolation.log"; then
+      step_result "isolation $prec ($form) t=$temp" PASS "5 cards packed == alone"
+    else
+      step_result "isolation $prec ($form) t=$temp" FAIL "see $name.json"
+    fi
+  done
+done
+
+# --- 5. the VRAM gauge's figures against the allocator and the driver -------------------
+for prec in bf16 nf4; do
+  "$BENCH" cuda-memory --model "$Q05" --precision "$prec" > "$OUT/cuda-memory-$prec.json" 2>> "$OUT/cuda-memory.log"
+  case $? in
+    0) step_result "vram gauge $prec" PASS "weights and cache as allocated, parts add up (cuda-memory-$prec.json)" ;;
+    4) step_result "vram gauge $prec" "NOT RUN" "$(head -1 "$OUT/cuda-memory-$prec.json")" ;;
+    *) step_result "vram gauge $prec" FAIL "see cuda-memory-$prec.json" ;;
+  esac
+done
+
+# --- 6. packed vs one-at-a-time, roofline, memory ----------------------------------------
+if [[ "${KEV_GPU_QUICK:-0}" == 1 ]]; then
+  step_result pack "NOT RUN" "KEV_GPU_QUICK=1"
+  KEV_GPU_SKIP_7B=1
+else
+HBM="${KEV_GPU_HBM_GBS:-4800}"
+for prec in bf16 nf4 bf16-tiles nf4-tiles; do
+  form="$([[ $prec == *-tiles ]] && echo tiles || echo default)"
+  KEV_CUDA_Q4="$form" KEV_CUDA_DENSE="$form" \
+  "$BENCH" pack --model "$Q05" --device cuda --hbm-gbs "$HBM" --precision "${prec%-tiles}" --n 1,4,8,16 --reps 2 \
+    --out "$OUT/pack-q05-$prec" > /dev/null 2>> "$OUT/pack.log" \
+    && step_result "pack 0.5B $prec" PASS "pack-q05-$prec.md" || step_result "pack 0.5B $prec" FAIL "pack.log"
+done
+if [[ -n "$Q05_GGUF" ]]; then
+  "$BENCH" pack --model "$Q05_GGUF" --device cuda --hbm-gbs "$HBM" --precision 4bit --n 1,4,8,16 --reps 2 \
+    --out "$OUT/pack-q05-q4_0" > /dev/null 2>> "$OUT/pack.log" \
+    && step_result "pack 0.5B Q4_0" PASS "pack-q05-q4_0.md" || step_result "pack 0.5B Q4_0" FAIL "pack.log"
+fi
+if [[ "${KEV_GPU_SKIP_7B:-0}" != 1 ]]; then
+  Q7="$WORK/qwen2.5-7b"
+  if $PY "$REF/make_random_model.py" --preset qwen2.5-7b --out "$Q7" --device cuda --shards 4 > /dev/null; then
+    for prec in bf16 nf4; do
+      "$BENCH" pack --model "$Q7" --device cuda --hbm-gbs "$HBM" --precision "$prec" --n 1,4,8,16 --reps 1 \
+        --out "$OUT/pack-q7b-$prec" > /dev/null 2>> "$OUT/pack.log" \
+        && step_result "pack 7B $prec" PASS "pack-q7b-$prec.md" || step_result "pack 7B $prec" FAIL "pack.log"
+    done
+  else
+    step_result "pack 7B" FAIL "the 7B-shaped model could not be written"
+  fi
+else
+  step_result "pack 7B" "NOT RUN" "KEV_GPU_SKIP_7B=1"
+fi
+fi
+
+echo >> "$SUMMARY"
+echo "Total $(( $(date +%s) - START )) s." >> "$SUMMARY"
+cat "$SUMMARY"
+exit $FAILED
