@@ -31,6 +31,16 @@
         rstrip / single_word / normalized; character-level BPE with byte fallback and unk),
         saves each as DIR/<name>.json and writes DIR/toys.json with each one's texts and ids.
 
+    tokenizer_reference.py sp-style --corpus corpus.json --out-dir DIR
+        Trains small SentencePiece-style BPE tokenizers (byte fallback, "▁" for spaces)
+        with the tokenizers library, written the way transformers' converters write them:
+        Gemma's (normalizer Replace " " -> "▁", Split " " merged_with_previous, decoder
+        Replace + ByteFallback + Fuse), Llama/Mistral's legacy form (Prepend "▁" + Replace,
+        decoder ... + Strip), their Metaspace form (prepend_scheme "first", no split), and
+        the older Metaspace default (prepend "always", split) with a Metaspace decoder. Saves each as DIR/<name>.json,
+        with DIR/sp_style.json giving each one's texts, ids (special tokens parsed) and the
+        decoded text of those ids.
+
     tokenizer_reference.py bench --qwen-dir DIR --text FILE [FILE...] [--reps N]
         Prints a JSON list, one {"file", "seconds": best of N, "tokens", "bytes"} per FILE,
         for encoding it with the Qwen fast tokenizer on one thread.
@@ -271,6 +281,13 @@ TOY_EXTRA_TEXTS = [
 
 
 # Single words long enough for Kev's long-word BPE path.
+# Where SentencePiece-style files differ: spaces at the ends and in runs, the marker typed
+# by the user, text right after a special token (Metaspace's "first" prepends only at
+# the start of the input), a special token first.
+SP_EXTRA_TEXTS = [" leading", "trailing ", "  two leading", "a  b   c", "\u2581typed marker", "x\u2581y",
+                  "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n",
+                  "before<start_of_turn> after", "<end_of_turn>", " ", "", "\t tab", "line\n next"]
+
 LONG_WORDS = ["a" * 20000, "ab" * 5000, "\U0001F600" * 3000, "\U0001F468\u200d\U0001F469\u200d\U0001F467" * 500,
               "x" * 3 + "y" * 5000, "\u4e2d\u6587" * 3000, "=" * 10000, "\n" * 5000, "  " * 3000,
               "".join(chr(ord("a") + (i * 7919) % 26) for i in range(30000))]
@@ -337,6 +354,52 @@ def cmd_toys(args):
         json.dump(out, f, ensure_ascii=False)
 
 
+def cmd_sp_style(args):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    with open(args.corpus, encoding="utf-8") as f:
+        corpus = json.load(f)
+    texts = corpus + TOY_EXTRA_TEXTS + SP_EXTRA_TEXTS + LONG_WORDS[:4]
+    training = corpus + [big_document([s for s in corpus if s])]
+    os.makedirs(args.out_dir, exist_ok=True)
+    out = {"tokenizers": []}
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+
+    def build(normalizer, pre_tokenizer, decoder):
+        tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+        tok.normalizer = normalizer
+        tok.pre_tokenizer = pre_tokenizer
+        tok.decoder = decoder
+        tok.train_from_iterator(training, trainers.BpeTrainer(
+            vocab_size=900, limit_alphabet=80, show_progress=False, special_tokens=specials))
+        tok.add_special_tokens([AddedToken("<start_of_turn>", special=True), AddedToken("<end_of_turn>", special=True)])
+        return tok
+
+    def save(name, tok):
+        path = os.path.join(args.out_dir, name + ".json")
+        tok.save(path)
+        reloaded = Tokenizer.from_file(path)  # the ids come from the file as saved
+        ids = [e.ids for e in reloaded.encode_batch(texts, add_special_tokens=False)]
+        decoded = reloaded.decode_batch(ids, skip_special_tokens=False)
+        out["tokenizers"].append({"name": name, "file": path, "texts": list(texts), "ids": ids, "decoded": decoded})
+
+    sp_decoder = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    save("gemma", build(normalizers.Replace(" ", "\u2581"), pre_tokenizers.Split(" ", "merged_with_previous"),
+                        decoders.Sequence(sp_decoder)))
+    save("llama_legacy", build(normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]),
+                               None, decoders.Sequence(sp_decoder + [decoders.Strip(content=" ", left=1)])))
+    # transformers' LlamaConverter, legacy=False (Mistral): Metaspace in, the same decoder.
+    save("mistral_metaspace", build(None, pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False),
+                                    decoders.Sequence(sp_decoder + [decoders.Strip(content=" ", left=1)])))
+    # The Metaspace decoder itself (it drops every marker of the first token).
+    save("metaspace_always_split", build(None, pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
+                                                                        split=True),
+                                         decoders.Sequence([decoders.Metaspace(replacement="\u2581", prepend_scheme="always",
+                                                                               split=True),
+                                                            decoders.ByteFallback(), decoders.Fuse()])))
+    with open(os.path.join(args.out_dir, "sp_style.json"), "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False)
+
+
 def cmd_bench(args):
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -382,6 +445,9 @@ def main():
     g.add_argument("--qwen-dir", required=True)
     g.add_argument("--gguf", required=True)
     g.add_argument("--out-dir", required=True)
+    sp = sub.add_parser("sp-style")
+    sp.add_argument("--corpus", required=True)
+    sp.add_argument("--out-dir", required=True)
     t = sub.add_parser("toys")
     t.add_argument("--corpus", required=True)
     t.add_argument("--out-dir", required=True)
@@ -390,7 +456,7 @@ def main():
     b.add_argument("--text", required=True, nargs="+")
     b.add_argument("--reps", type=int, default=3)
     args = p.parse_args()
-    {"ids": cmd_ids, "sentencepiece": cmd_sentencepiece, "gguf-variants": cmd_gguf_variants, "toys": cmd_toys,
+    {"ids": cmd_ids, "sentencepiece": cmd_sentencepiece, "gguf-variants": cmd_gguf_variants, "toys": cmd_toys, "sp-style": cmd_sp_style,
      "bench": cmd_bench}[args.cmd](args)
     return 0
 

@@ -99,6 +99,10 @@ public:
     bool adds_bos() const;
     // SentencePiece drops the space its dummy prefix put in front of the first word.
     bool strips_leading_space() const;
+    // The first token's text as decoding shows it: one leading space stripped
+    // (strips_leading_space), or, for a tokenizer.json Metaspace decoder, every space its
+    // markers became dropped from the first token (as the tokenizers library does).
+    std::string first_token_text(std::string bytes) const;
     TokenizerKind kind() const;
 
     // The Jinja chat template the files carry ("" when none) and the text of bos/eos.

@@ -42,6 +42,7 @@ public:
 
     std::optional<TokenId> find(std::string_view piece) const;
     bool byte_level() const { return options_.byte_level; }
+    bool byte_fallback() const { return options_.byte_fallback; }
     const std::unordered_map<std::string, TokenId>& vocab() const { return vocab_; }
 
 private:

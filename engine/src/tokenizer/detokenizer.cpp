@@ -40,7 +40,7 @@ std::string StreamDecoder::push(TokenId id) {
     std::string bytes = tokenizer_->token_bytes(id);
     if (!started_ && !bytes.empty()) {
         started_ = true;
-        if (tokenizer_->strips_leading_space() && bytes[0] == ' ') bytes.erase(0, 1);
+        bytes = tokenizer_->first_token_text(std::move(bytes));
     }
     pending_bytes_ += bytes;
     return release(false);

@@ -105,7 +105,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
         case PreSet::Qwen2:
             // Qwen's tokenizer.json normalizes to NFC before splitting; GGUF does not record
             // normalizers, so the family's is restored here (llama.cpp skips it).
-            impl->normalizers.push_back(tok::NormalForm::NFC);
+            impl->normalizers.push_back({tok::Normalizer::Kind::Form, tok::NormalForm::NFC, {}, {}});
             impl->pre.add_split(tok::patterns::kQwen2);
             break;
         case PreSet::Llama3:

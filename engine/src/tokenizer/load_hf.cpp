@@ -1,7 +1,12 @@
 // tokenizer.json (+ tokenizer_config.json) -> Tokenizer. Reads the parts of the Hugging
-// Face format that byte-level BPE models use; anything else is refused by name rather
-// than tokenized differently from the reference.
+// Face format that BPE models use: byte-level ones (GPT-2, Llama 3, Qwen) and
+// SentencePiece-style ones with byte fallback as transformers' converters write them
+// (Gemma: Replace " " -> "▁" and Split merged_with_previous; Llama 2 / Mistral: Prepend
+// + Replace, or Metaspace; their Replace / Strip / Metaspace decoders). Anything else is
+// refused by name rather than tokenized differently from the reference.
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -58,15 +63,77 @@ std::optional<std::string> token_name(const json& v) {
 void add_normalizer(Tokenizer::Impl& impl, const json& n, const std::string& where) {
     if (n.is_null()) return;
     const std::string type = n.value("type", "");
-    if (type == "NFC") impl.normalizers.push_back(NormalForm::NFC);
-    else if (type == "NFD") impl.normalizers.push_back(NormalForm::NFD);
-    else if (type == "NFKC") impl.normalizers.push_back(NormalForm::NFKC);
-    else if (type == "NFKD") impl.normalizers.push_back(NormalForm::NFKD);
+    auto form = [&](NormalForm f) { impl.normalizers.push_back({Normalizer::Kind::Form, f, {}, {}}); };
+    if (type == "NFC") form(NormalForm::NFC);
+    else if (type == "NFD") form(NormalForm::NFD);
+    else if (type == "NFKC") form(NormalForm::NFKC);
+    else if (type == "NFKD") form(NormalForm::NFKD);
     else if (type == "Sequence") {
         for (const json& sub : n.at("normalizers")) add_normalizer(impl, sub, where);
+    } else if (type == "Replace") {
+        // SentencePiece-style files: " " -> "▁". A literal pattern only.
+        const json& pat = n.at("pattern");
+        if (!pat.contains("String") || !pat["String"].is_string() || !n.value("content", json()).is_string())
+            throw Error(ErrorCode::Unsupported, where + ": normalizer Replace with a " +
+                                                    (pat.contains("Regex") ? "Regex" : "missing") + " pattern is not supported");
+        impl.normalizers.push_back({Normalizer::Kind::Replace, NormalForm::NFC, pat["String"].get<std::string>(),
+                                    n["content"].get<std::string>()});
+    } else if (type == "Prepend") {
+        if (!n.value("prepend", json()).is_string())
+            throw Error(ErrorCode::Format, where + ": normalizer Prepend without a string to prepend");
+        impl.normalizers.push_back({Normalizer::Kind::Prepend, NormalForm::NFC, {}, n["prepend"].get<std::string>()});
     } else {
         throw Error(ErrorCode::Unsupported, where + ": normalizer " + type + " is not supported");
     }
+}
+
+// Metaspace's prepend_scheme ("always", "first", "never"); files written before the
+// field existed have add_prefix_space (true: always).
+PrependScheme prepend_scheme(const json& p, const std::string& where) {
+    if (!p.contains("prepend_scheme")) return p.value("add_prefix_space", true) ? PrependScheme::Always : PrependScheme::Never;
+    const std::string s = p.value("prepend_scheme", "");
+    if (s == "always") return PrependScheme::Always;
+    if (s == "first") return PrependScheme::First;
+    if (s == "never") return PrependScheme::Never;
+    throw Error(ErrorCode::Unsupported, where + ": Metaspace prepend_scheme " + s + " is not supported");
+}
+
+// The decoder, as far as it changes the text a token stands for: ByteLevel (the BPE
+// model's byte mapping), SentencePiece's Replace("▁", " ") or Metaspace (the marker
+// reads as a space), Strip of one leading space, Metaspace dropping the first token's
+// markers; ByteFallback and Fuse are what Kev's decoding does anyway. Returns whether a
+// ByteLevel step was seen. Anything else is refused by name.
+bool add_decoder(Tokenizer::Impl& impl, const json& d, const std::string& where) {
+    if (d.is_null()) return false;
+    const std::string type = d.value("type", "");
+    if (type == "Sequence") {
+        bool byte_level = false;
+        for (const json& sub : d.at("decoders")) byte_level = add_decoder(impl, sub, where) || byte_level;
+        return byte_level;
+    }
+    if (type == "ByteLevel") return true;
+    if (type == "ByteFallback" || type == "Fuse") return false;
+    if (type == "Replace") {
+        const json& pat = d.at("pattern");
+        if (pat.contains("String") && d.value("content", json()) == " ") {
+            impl.space_marker = pat["String"].get<std::string>();
+            return false;
+        }
+        throw Error(ErrorCode::Unsupported, where + ": decoder Replace other than a marker -> \" \" is not supported");
+    }
+    if (type == "Strip") {
+        if (d.value("content", json()) == " " && d.value("start", 0) <= 1 && d.value("stop", 0) == 0) {
+            impl.strip_leading_space = impl.strip_leading_space || d.value("start", 0) == 1;
+            return false;
+        }
+        throw Error(ErrorCode::Unsupported, where + ": decoder Strip other than one leading space is not supported");
+    }
+    if (type == "Metaspace") {
+        impl.space_marker = d.value("replacement", std::string("\u2581"));
+        impl.first_token_drops_spaces = prepend_scheme(d, where) != PrependScheme::Never;
+        return false;
+    }
+    throw Error(ErrorCode::Unsupported, where + ": decoder " + type + " is not supported");
 }
 
 // Returns whether a ByteLevel step was seen.
@@ -89,13 +156,26 @@ bool add_pre_tokenizer(Tokenizer::Impl& impl, const json& p, const std::string& 
     }
     if (type == "Split") {
         const std::string behavior = p.value("behavior", "");
-        if (behavior != "Isolated" || p.value("invert", false))
+        static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+            {"Isolated", SplitBehavior::Isolated},
+            {"Removed", SplitBehavior::Removed},
+            {"MergedWithPrevious", SplitBehavior::MergedWithPrevious},
+            {"MergedWithNext", SplitBehavior::MergedWithNext},
+            {"Contiguous", SplitBehavior::Contiguous}};
+        const auto* known = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
+                                         [&](const auto& b) { return behavior == b.first; });
+        if (known == std::end(kBehaviors) || p.value("invert", false))
             throw Error(ErrorCode::Unsupported, where + ": Split pre-tokenizer with behavior " + behavior +
                                                     (p.value("invert", false) ? " (inverted)" : "") + " is not supported");
         const json& pat = p.at("pattern");
-        if (pat.contains("Regex")) impl.pre.add_split(pat["Regex"].get<std::string>());
-        else if (pat.contains("String")) impl.pre.add_split(escape_regex(pat["String"].get<std::string>()));
+        if (pat.contains("Regex")) impl.pre.add_split(pat["Regex"].get<std::string>(), known->second);
+        else if (pat.contains("String")) impl.pre.add_split(escape_regex(pat["String"].get<std::string>()), known->second);
         else throw Error(ErrorCode::Format, where + ": Split pre-tokenizer without a pattern");
+        return false;
+    }
+    if (type == "Metaspace") {
+        impl.pre.add_metaspace(p.value("replacement", std::string("\u2581")), prepend_scheme(p, where),
+                               p.value("split", true));
         return false;
     }
     throw Error(ErrorCode::Unsupported, where + ": pre_tokenizer " + type + " is not supported");
@@ -151,8 +231,7 @@ Tokenizer Tokenizer::from_hf_files(const std::string& tokenizer_json, const std:
 
         tok::add_normalizer(*impl, j.value("normalizer", json()), where);
         bool byte_level = tok::add_pre_tokenizer(*impl, j.value("pre_tokenizer", json()), where);
-        const json decoder = j.value("decoder", json());
-        if (decoder.is_object() && decoder.value("type", "") == "ByteLevel") byte_level = true;
+        byte_level = tok::add_decoder(*impl, j.value("decoder", json()), where) || byte_level;
 
         if (!model.at("vocab").is_object() || model["vocab"].empty())
             throw Error(ErrorCode::Format, where + ": model.vocab must be a non-empty object of token -> id");

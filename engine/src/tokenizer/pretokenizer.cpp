@@ -1,5 +1,7 @@
 #include "tokenizer/pretokenizer.h"
 
+#include <algorithm>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -90,12 +92,65 @@ Regex::Regex(const std::string& pattern) : pattern_(pattern) {
 
 Regex::~Regex() { pcre2_code_free(as_code(code_)); }
 
-void Regex::split_isolated(std::string_view text, std::vector<std::string_view>& out) const {
+namespace {
+
+// Pieces of a text: [begin, end) and whether the piece is a match.
+struct Piece {
+    std::size_t begin, end;
+    bool match;
+};
+
+// tokenizers' delimiter behaviours over the partition of a text into matches and the
+// stretches between them (normalizer.rs: NormalizedString::split); empty pieces dropped.
+void emit(std::string_view text, const std::vector<Piece>& pieces, SplitBehavior behavior,
+          std::vector<std::string_view>& out) {
+    std::vector<Piece> merged;
+    switch (behavior) {
+        case SplitBehavior::Isolated: merged = pieces; break;
+        case SplitBehavior::Removed:
+            for (const Piece& p : pieces)
+                if (!p.match) merged.push_back(p);
+            break;
+        case SplitBehavior::Contiguous:
+            for (const Piece& p : pieces) {
+                if (p.match && !merged.empty() && merged.back().match) merged.back().end = p.end;
+                else merged.push_back(p);
+            }
+            break;
+        case SplitBehavior::MergedWithPrevious: {
+            bool previous_match = false;
+            for (const Piece& p : pieces) {
+                if (p.match && !previous_match && !merged.empty()) merged.back().end = p.end;
+                else merged.push_back({p.begin, p.end, false});
+                previous_match = p.match;
+            }
+            break;
+        }
+        case SplitBehavior::MergedWithNext: {
+            bool next_match = false;  // walking backwards: whether the piece after was a match
+            for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) {
+                if (it->match && !next_match && !merged.empty()) merged.back().begin = it->begin;
+                else merged.push_back({it->begin, it->end, false});
+                next_match = it->match;
+            }
+            std::reverse(merged.begin(), merged.end());
+            break;
+        }
+    }
+    for (const Piece& p : merged)
+        if (p.end > p.begin) out.push_back(text.substr(p.begin, p.end - p.begin));
+}
+
+}  // namespace
+
+void Regex::split(std::string_view text, SplitBehavior behavior, std::vector<std::string_view>& out) const {
     pcre2_match_data* md = thread_match_data();
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     const std::size_t n = text.size();
     std::size_t pos = 0;   // where the next search starts
-    std::size_t done = 0;  // end of the last word emitted
+    std::size_t done = 0;  // end of the last piece
+    thread_local std::vector<Piece> pieces;
+    pieces.clear();
     while (pos < n) {
         // The text was validated once before encoding; no per-call UTF check.
         const int rc = pcre2_match(as_code(code_), subject, n, pos, PCRE2_NO_UTF_CHECK, md, nullptr);
@@ -114,35 +169,89 @@ void Regex::split_isolated(std::string_view text, std::vector<std::string_view>&
             while (pos < n && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) ++pos;
             continue;
         }
-        if (start > done) out.push_back(text.substr(done, start - done));
-        out.push_back(text.substr(start, end - start));
+        if (start > done) pieces.push_back({done, start, false});
+        pieces.push_back({start, end, true});
         done = pos = end;
     }
-    if (done < n) out.push_back(text.substr(done));
+    if (done < n) pieces.push_back({done, n, false});
+    if (behavior == SplitBehavior::Isolated) {  // the common case, without the copy
+        for (const Piece& p : pieces) out.push_back(text.substr(p.begin, p.end - p.begin));
+        return;
+    }
+    emit(text, pieces, behavior, out);
 }
 
-void PreTokenizer::add_split(const std::string& pattern) {
-    steps_.push_back(Step{std::make_shared<const Regex>(pattern)});
+void PreTokenizer::add_split(const std::string& pattern, SplitBehavior behavior) {
+    Step step;
+    step.regex = std::make_shared<const Regex>(pattern);
+    step.behavior = behavior;
+    steps_.push_back(std::move(step));
 }
 
-void PreTokenizer::add_prefix_space() { steps_.push_back(Step{nullptr}); }
+void PreTokenizer::add_prefix_space() {
+    Step step;
+    step.kind = Kind::PrefixSpace;
+    steps_.push_back(std::move(step));
+}
 
-void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out,
-                         std::deque<std::string>& arena) const {
+void PreTokenizer::add_metaspace(const std::string& replacement, PrependScheme scheme, bool split) {
+    Step step;
+    step.kind = Kind::Metaspace;
+    step.replacement = replacement;
+    step.scheme = scheme;
+    step.split = split;
+    steps_.push_back(std::move(step));
+}
+
+void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena,
+                         bool at_start) const {
     out.clear();
     if (text.empty()) return;
     out.push_back(text);
     std::vector<std::string_view> next;
     for (const Step& step : steps_) {
         next.clear();
-        for (std::string_view word : out) {
-            if (step.regex) {
-                step.regex->split_isolated(word, next);
-            } else if (!word.empty() && word.front() != ' ') {
-                arena.push_back(" " + std::string(word));
-                next.push_back(arena.back());
-            } else {
-                next.push_back(word);
+        for (std::size_t w = 0; w < out.size(); ++w) {
+            const std::string_view word = out[w];
+            switch (step.kind) {
+                case Kind::Regex: step.regex->split(word, step.behavior, next); break;
+                case Kind::PrefixSpace:
+                    if (!word.empty() && word.front() != ' ') {
+                        arena.push_back(" " + std::string(word));
+                        next.push_back(arena.back());
+                    } else {
+                        next.push_back(word);
+                    }
+                    break;
+                case Kind::Metaspace: {
+                    // Spaces become the replacement; the prefix goes where the scheme says
+                    // and the word does not start with one already (tokenizers' Metaspace).
+                    std::string s;
+                    s.reserve(word.size() + step.replacement.size());
+                    for (char c : word) {
+                        if (c == ' ') s += step.replacement;
+                        else s += c;
+                    }
+                    const bool starts = s.compare(0, step.replacement.size(), step.replacement) == 0;
+                    const bool first = at_start && w == 0 && word.data() == out[0].data();
+                    if (!starts && (step.scheme == PrependScheme::Always || (step.scheme == PrependScheme::First && first)))
+                        s.insert(0, step.replacement);
+                    arena.push_back(std::move(s));
+                    const std::string_view rewritten = arena.back();
+                    if (!step.split) {
+                        next.push_back(rewritten);
+                        break;
+                    }
+                    // A new word before every replacement (MergedWithNext).
+                    std::size_t begin = 0;
+                    for (std::size_t at = rewritten.find(step.replacement, 1);
+                         at != std::string_view::npos; at = rewritten.find(step.replacement, at + step.replacement.size())) {
+                        next.push_back(rewritten.substr(begin, at - begin));
+                        begin = at;
+                    }
+                    next.push_back(rewritten.substr(begin));
+                    break;
+                }
             }
         }
         out.swap(next);

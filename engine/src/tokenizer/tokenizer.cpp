@@ -1,6 +1,7 @@
 #include "kev/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <functional>
 
@@ -24,6 +25,25 @@ void WordCache::put(std::string_view word, std::size_t hash, const TokenId* ids,
     s.used = true;
 }
 
+std::string Normalizer::apply(std::string_view text) const {
+    switch (kind) {
+        case Kind::Form: return normalize(text, form);
+        case Kind::Prepend: return text.empty() ? std::string() : content + std::string(text);
+        case Kind::Replace: {
+            if (pattern.empty()) return std::string(text);
+            std::string out;
+            std::size_t at = 0;
+            for (std::size_t hit; (hit = text.find(pattern, at)) != std::string_view::npos; at = hit + pattern.size()) {
+                out.append(text, at, hit - at);
+                out += content;
+            }
+            out.append(text, at, std::string_view::npos);
+            return out;
+        }
+    }
+    return std::string(text);
+}
+
 }  // namespace tok
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -37,6 +57,14 @@ std::optional<TokenId> Tokenizer::Impl::lookup(std::string_view piece) const {
     if (sp) return tok::sp_piece_to_id(*sp, piece);
     return std::nullopt;
 }
+
+namespace {
+// "<0xAB>": SentencePiece's byte tokens (byte fallback).
+bool is_byte_token(const std::string& piece) {
+    return piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>' &&
+           std::isxdigit(static_cast<unsigned char>(piece[3])) && std::isxdigit(static_cast<unsigned char>(piece[4]));
+}
+}  // namespace
 
 void Tokenizer::Impl::build_tables_bpe() {
     // The loaders check ids as they read them; this is the last guard before ids index the
@@ -66,8 +94,10 @@ void Tokenizer::Impl::build_tables_bpe() {
                 if (byte >= 0) b += static_cast<char>(byte);
                 else b.append(piece, start, i - start);
             }
-        } else if (piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>') {
+        } else if (is_byte_token(piece)) {
             b += static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16));
+        } else if (!space_marker.empty()) {
+            b = tok::Normalizer{tok::Normalizer::Kind::Replace, tok::NormalForm::NFC, space_marker, " "}.apply(piece);
         } else {
             b = piece;
         }
@@ -76,6 +106,11 @@ void Tokenizer::Impl::build_tables_bpe() {
         pieces[t.id] = t.content;
         bytes[t.id] = t.content;
         special[t.id] = t.special ? 1 : 0;
+        // With byte fallback, "<0xAB>" reads as that byte even when it is an added token
+        // (a trainer given the byte tokens as special tokens makes them so); the
+        // ByteFallback decoder converts it all the same.
+        if (bpe->byte_fallback() && is_byte_token(t.content))
+            bytes[t.id] = std::string(1, static_cast<char>(std::stoi(t.content.substr(3, 2), nullptr, 16)));
     }
 }
 
@@ -102,12 +137,12 @@ void Tokenizer::Impl::resolve_specials(const tok::SpecialNames& names) {
     }
 }
 
-void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<TokenId>& out,
-                                   bool use_cache) const {
+void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<TokenId>& out, bool use_cache,
+                                   bool at_start) const {
     thread_local std::vector<std::string_view> words;
     thread_local std::deque<std::string> arena;
     arena.clear();
-    pre.split(text, words, arena);
+    pre.split(text, words, arena, at_start);
     const std::hash<std::string_view> hasher;
     for (std::string_view word : words) {
         if (use_cache && word.size() <= tok::WordCache::kMaxWordBytes) {
@@ -165,9 +200,8 @@ std::vector<TokenId> Tokenizer::Impl::encode(std::string_view text, SpecialToken
         std::string normalized;
         std::string_view segment = piece.text;
         if (!m.normalizers.empty()) {
-            normalized = tok::normalize(segment, m.normalizers[0]);
-            for (std::size_t k = 1; k < m.normalizers.size(); ++k)
-                normalized = tok::normalize(normalized, m.normalizers[k]);
+            normalized = m.normalizers[0].apply(segment);
+            for (std::size_t k = 1; k < m.normalizers.size(); ++k) normalized = m.normalizers[k].apply(normalized);
             segment = normalized;
         }
         normalized_pieces.clear();
@@ -187,7 +221,9 @@ std::vector<TokenId> Tokenizer::Impl::encode(std::string_view text, SpecialToken
             } else if (m.sp) {
                 tok::sp_encode(*m.sp, sub.text, out);
             } else {
-                m.encode_plain(sub.text, out, use_cache);
+                // Where the input starts: the first piece, before any special token.
+                const bool at_start = piece.text.data() == text.data() && sub.text.data() == segment.data();
+                m.encode_plain(sub.text, out, use_cache, at_start);
             }
         }
     }
@@ -197,11 +233,14 @@ std::vector<TokenId> Tokenizer::Impl::encode(std::string_view text, SpecialToken
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, SpecialText special) const {
     const Impl& m = *impl_;
     std::string raw;
+    bool first = true;
     for (TokenId id : ids) {
         if (id < 0 || static_cast<std::size_t>(id) >= m.bytes.size())
             throw Error(ErrorCode::InvalidArgument, "decode: token id " + std::to_string(id) + " is outside the vocabulary");
         if (m.special[id] && special == SpecialText::Hide) continue;
-        raw += m.bytes[id];
+        if (first && m.first_token_drops_spaces) raw += first_token_text(m.bytes[id]);
+        else raw += m.bytes[id];
+        first = false;
     }
     std::string text;
     tok::utf8_lossy_append(raw, text, /*final=*/true);
@@ -236,6 +275,15 @@ int Tokenizer::vocab_size() const { return static_cast<int>(impl_->pieces.size()
 const SpecialTokenIds& Tokenizer::special_ids() const { return impl_->ids; }
 bool Tokenizer::adds_bos() const { return impl_->add_bos && impl_->ids.bos.has_value(); }
 bool Tokenizer::strips_leading_space() const { return impl_->strip_leading_space; }
+
+std::string Tokenizer::first_token_text(std::string bytes) const {
+    if (impl_->first_token_drops_spaces) {
+        bytes.erase(std::remove(bytes.begin(), bytes.end(), ' '), bytes.end());
+    } else if (impl_->strip_leading_space && !bytes.empty() && bytes[0] == ' ') {
+        bytes.erase(0, 1);
+    }
+    return bytes;
+}
 TokenizerKind Tokenizer::kind() const { return impl_->kind; }
 const std::string& Tokenizer::chat_template_source() const { return impl_->chat_template; }
 std::string Tokenizer::bos_text() const { return impl_->ids.bos ? impl_->pieces[*impl_->ids.bos] : std::string(); }

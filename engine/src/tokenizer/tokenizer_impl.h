@@ -43,6 +43,17 @@ struct SpDeleter {
     void operator()(sentencepiece::SentencePieceProcessor* p) const;
 };
 
+// One step of tokenizer.json's normalizer: a Unicode normal form, a literal
+// replacement (Replace with a String pattern: every occurrence, left to right), or a
+// prefix (Prepend: added to a non-empty segment).
+struct Normalizer {
+    enum class Kind { Form, Replace, Prepend };
+    Kind kind = Kind::Form;
+    NormalForm form = NormalForm::NFC;
+    std::string pattern, content;  // Replace: pattern -> content; Prepend: content
+    std::string apply(std::string_view text) const;
+};
+
 // Picks the conventional special tokens (bos/eos/pad/unk by name) and the set of
 // end-of-generation ids once pieces and added tokens are known.
 struct SpecialNames {
@@ -59,7 +70,7 @@ struct Tokenizer::Impl {
     std::vector<std::string> bytes;   // id -> raw bytes (special: its text)
     std::vector<char> special;        // id -> is a special token
     tok::AddedVocab added;
-    std::vector<tok::NormalForm> normalizers;
+    std::vector<tok::Normalizer> normalizers;
     tok::PreTokenizer pre;
     std::unique_ptr<tok::BpeModel> bpe;
     std::unique_ptr<sentencepiece::SentencePieceProcessor, tok::SpDeleter> sp;
@@ -67,6 +78,10 @@ struct Tokenizer::Impl {
     SpecialTokenIds ids;
     bool add_bos = false;
     bool strip_leading_space = false;
+    // SentencePiece-style tokenizer.json: the marker ("▁") a decoder reads as a space, and
+    // whether the decoder (Metaspace) drops it from the first token altogether.
+    std::string space_marker;
+    bool first_token_drops_spaces = false;
     std::string chat_template;
 
     mutable std::mutex cache_mutex;
@@ -79,7 +94,8 @@ struct Tokenizer::Impl {
     void resolve_specials(const tok::SpecialNames& names);
     std::optional<TokenId> lookup(std::string_view piece) const;
 
-    void encode_plain(std::string_view text, std::vector<TokenId>& out, bool use_cache) const;
+    // `at_start`: `text` begins the input (Metaspace's First scheme prepends there only).
+    void encode_plain(std::string_view text, std::vector<TokenId>& out, bool use_cache, bool at_start) const;
     // Tokenizer::encode; `plain` (sorted, may be null): byte ranges whose special-token
     // text stays plain text.
     std::vector<TokenId> encode(std::string_view text, SpecialTokens specials, const std::vector<TextRange>* plain) const;
