@@ -15,6 +15,7 @@
 #include "kev/chat_template.h"
 #include "kev/detokenizer.h"
 #include "kev/error.h"
+#include "kev/gguf.h"
 #include "kev/tokenizer.h"
 #include "kev_test_env.h"
 
@@ -97,6 +98,30 @@ private Q_SLOTS:
             joined += stream.flush();
             QVERIFY2(joined == sp_->decode(ids), text.substr(0, 40).c_str());
         }
+    }
+
+    // The same vocabulary read from a GGUF (tokenizer.ggml.model "llama": pieces, scores,
+    // types, as llama.cpp writes Llama 2 / Mistral / Gemma files): the same ids and text
+    // as the sentencepiece library gives from the .model file.
+    void ggufVocabularyEqualsTheModelFile() {
+        const QString dir = kevtest::workDir(QStringLiteral("sentencepiece"));
+        const auto gguf = kev::GgufFile::open((dir + QStringLiteral("/sp.gguf")).toStdString());
+        const kev::Tokenizer tok = kev::Tokenizer::from_gguf(*gguf);
+        QCOMPARE(tok.kind(), kev::TokenizerKind::SentencePiece);
+        QCOMPARE(tok.vocab_size(), ref_["vocab_size"].get<int>());
+        QCOMPARE(tok.special_ids().bos.value_or(-1), ref_["bos"].get<int>());
+        QCOMPARE(tok.special_ids().eos.value_or(-1), ref_["eos"].get<int>());
+        QVERIFY(tok.adds_bos());
+        int failures = 0;
+        for (std::size_t i = 0; i < texts_.size(); ++i) {
+            const std::vector<TokenId> want = ref_["ids"][i].get<std::vector<TokenId>>();
+            const std::vector<TokenId> got = tok.encode(texts_[i], kev::SpecialTokens::Plain);
+            if (got != want || tok.decode(got) != ref_["decoded"][i].get<std::string>()) {
+                if (++failures <= 5) qWarning("text %zu differs", i);
+            }
+        }
+        QCOMPARE(failures, 0);
+        QVERIFY(texts_.size() >= 300);
     }
 
     void missingModelIsAnIoError() {

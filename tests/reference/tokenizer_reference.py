@@ -15,7 +15,8 @@
         Trains a small Llama-style SentencePiece BPE model (byte fallback, split digits,
         dummy prefix, no normalization) on the corpus into DIR/sp.model and writes
         DIR/sp_reference.json with the texts and the ids and decoded text the
-        sentencepiece library gives for each.
+        sentencepiece library gives for each, and DIR/sp.gguf: the same vocabulary as
+        llama.cpp writes a SentencePiece tokenizer into a GGUF (pieces, scores, types).
 
     tokenizer_reference.py gguf-variants --corpus corpus.json --qwen-dir DIR --gguf FILE --out-dir DIR
         Writes small GGUF files holding only tokenizer metadata, to test Kev's mapping of
@@ -193,6 +194,38 @@ def cmd_sentencepiece(args):
            "inst_ids": sp.encode("[INST] hi [/INST]")}
     with open(os.path.join(args.out_dir, "sp_reference.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False)
+    write_sentencepiece_gguf(sp, os.path.join(args.out_dir, "sp.gguf"))
+
+
+def write_sentencepiece_gguf(sp, path):
+    """The model's vocabulary as llama.cpp's converter writes a SentencePiece tokenizer
+    into a GGUF: tokenizer.ggml.model "llama", pieces, scores, token types, special ids."""
+    import gguf
+    types = []
+    for i in range(sp.get_piece_size()):
+        if sp.is_unknown(i):
+            types.append(gguf.TokenType.UNKNOWN)
+        elif sp.is_control(i):
+            types.append(gguf.TokenType.CONTROL)
+        elif sp.is_byte(i):
+            types.append(gguf.TokenType.BYTE)
+        elif sp.is_unused(i):
+            types.append(gguf.TokenType.UNUSED)
+        else:
+            types.append(gguf.TokenType.NORMAL)
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tokenizer_model("llama")
+    w.add_token_list([sp.id_to_piece(i) for i in range(sp.get_piece_size())])
+    w.add_token_scores([sp.get_score(i) for i in range(sp.get_piece_size())])
+    w.add_token_types(types)
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.add_add_bos_token(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def write_tokenizer_gguf(path, tokens, types, merges, pre, eos, template):

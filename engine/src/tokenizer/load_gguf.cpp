@@ -1,4 +1,5 @@
-// GGUF tokenizer.* metadata -> Tokenizer (byte-level BPE, `tokenizer.ggml.model` = gpt2).
+// GGUF tokenizer.* metadata -> Tokenizer: byte-level BPE (`tokenizer.ggml.model` = gpt2)
+// here, SentencePiece (`llama`: Llama 2, Mistral, Gemma) in load_sentencepiece.cpp.
 //
 // GGUF stores no pre-tokenizer, only its name (`tokenizer.ggml.pre`). The table below maps
 // the names to the split patterns the models were trained with, as llama.cpp's vocabulary
@@ -35,18 +36,20 @@ PreSet pre_set_for(const std::string& name, const std::string& where) {
 Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
     const std::string& where = gguf.path();
     const std::string model = gguf.get_string("tokenizer.ggml.model").value_or("");
-    if (model != "gpt2") {
+    if (model != "gpt2" && model != "llama") {
         throw Error(ErrorCode::Unsupported,
                     where + ": tokenizer.ggml.model '" + model +
-                        "' is not rebuilt from GGUF (byte-level BPE 'gpt2' is; use the model's tokenizer.model or tokenizer.json)");
+                        "' is not rebuilt from GGUF (byte-level BPE 'gpt2' and SentencePiece 'llama' are; use the "
+                        "model's tokenizer.model or tokenizer.json)");
     }
     auto tokens = gguf.get_strings("tokenizer.ggml.tokens");
-    auto merges_text = gguf.get_strings("tokenizer.ggml.merges");
     if (!tokens || tokens->empty()) throw Error(ErrorCode::Format, where + ": tokenizer.ggml.tokens is missing");
-    if (!merges_text) throw Error(ErrorCode::Format, where + ": tokenizer.ggml.merges is missing");
     if (tokens->size() > static_cast<std::size_t>(tok::kMaxTokenId) + 1)
         throw Error(ErrorCode::Format, where + ": tokenizer.ggml.tokens holds " + std::to_string(tokens->size()) +
                                            " tokens; the most Kev takes is " + std::to_string(tok::kMaxTokenId + 1));
+    if (model == "llama") return Tokenizer(tok::sentencepiece_from_gguf(gguf, *tokens));
+    auto merges_text = gguf.get_strings("tokenizer.ggml.merges");
+    if (!merges_text) throw Error(ErrorCode::Format, where + ": tokenizer.ggml.merges is missing");
     const auto types = gguf.get_ints("tokenizer.ggml.token_type").value_or(std::vector<std::int64_t>());
     if (!types.empty() && types.size() != tokens->size())
         throw Error(ErrorCode::Format, where + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) +

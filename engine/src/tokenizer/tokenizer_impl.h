@@ -14,6 +14,10 @@
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode.h"
 
+namespace kev {
+class GgufFile;
+}
+
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
@@ -110,6 +114,8 @@ constexpr std::int64_t kMaxTokenId = (1 << 21) - 1;
 void sp_encode(const sentencepiece::SentencePieceProcessor& sp, std::string_view text,
                std::vector<TokenId>& out);
 std::optional<TokenId> sp_piece_to_id(const sentencepiece::SentencePieceProcessor& sp, std::string_view piece);
+// A GGUF's SentencePiece vocabulary (tokenizer.ggml.model "llama"), `tokens` already read.
+std::unique_ptr<Tokenizer::Impl> sentencepiece_from_gguf(const GgufFile& gguf, const std::vector<std::string>& tokens);
 // Reads tokenizer_config.json: chat template, special-token names, add_bos_token.
 void apply_tokenizer_config(Tokenizer::Impl& impl, const std::string& path, SpecialNames& names);
 }  // namespace tok
