@@ -99,6 +99,7 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
                         {"context_length", c.max_positions},
                         {"rope_theta", c.rope_theta},
                         {"rope_scaling", kev::to_string(c.rope_scaling.kind)},
+                        {"sliding_window", c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr)},
                         {"tied_embeddings", c.tie_word_embeddings},
                         {"parameters", c.parameter_count()},
                         {"tensor_types", types},
@@ -128,6 +129,10 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
                 static_cast<long long>(c.num_kv_heads), static_cast<long long>(c.head_dim));
     std::printf("context      %lld tokens (RoPE theta %g, scaling %s)\n", static_cast<long long>(c.max_positions), c.rope_theta,
                 kev::to_string(c.rope_scaling.kind));
+    if (c.sliding_window > 0)
+        std::printf("window       sliding window of %lld tokens: each card is held to it (windowed attention past it is "
+                    "not built yet)\n",
+                    static_cast<long long>(c.sliding_window));
     std::printf("vocabulary   %lld rows, %d tokenizer tokens%s\n", static_cast<long long>(c.vocab_size), vocab,
                 c.tie_word_embeddings ? ", output head tied to the embedding" : "");
     std::printf("tensors      %s\n", type_list.c_str());

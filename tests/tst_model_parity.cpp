@@ -125,7 +125,8 @@ private Q_SLOTS:
         QVERIFY(pf.open(QIODevice::WriteOnly | QIODevice::Truncate));
         pf.write(prompts_json(prompts_));
         pf.close();
-        for (const QString& name : {QStringLiteral("tiny-llama"), QStringLiteral("tiny-qwen2"), QStringLiteral("tiny-qwen3")}) {
+        for (const QString& name : {QStringLiteral("tiny-llama"), QStringLiteral("tiny-qwen2"), QStringLiteral("tiny-qwen3"),
+                                    QStringLiteral("tiny-mistral")}) {
             Preset p;
             p.name = name;
             p.dir = work + QLatin1Char('/') + name;
@@ -168,6 +169,9 @@ private Q_SLOTS:
         QVERIFY(qwen3.qk_norm && !qwen3.qkv_bias);
         QCOMPARE(qwen3.head_dim, std::int64_t(32));
         QCOMPARE(qwen3.eos_token_ids, std::vector<std::int64_t>{2});
+        const auto& mistral = preset(QStringLiteral("tiny-mistral")).model->config();
+        QCOMPARE(mistral.arch, kev::Arch::Mistral);
+        QCOMPARE(mistral.sliding_window, std::int64_t(0));
         // A tied head is the embedding itself, not a copy.
         const auto& w = preset(QStringLiteral("tiny-qwen2")).model->weights();
         QVERIFY(w.lm_head.weight.data_ptr() == w.embed.data_ptr());
@@ -175,7 +179,7 @@ private Q_SLOTS:
 
     void fullRecompute_data() {
         QTest::addColumn<QString>("name");
-        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) QTest::newRow(n) << QString::fromLatin1(n);
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral"}) QTest::newRow(n) << QString::fromLatin1(n);
     }
     // Each prompt alone, in a fresh cache; slots start at 0 while positions may
     // start at 1000 or 1990 (slot != position).

@@ -150,8 +150,23 @@ private Q_SLOTS:
         QVERIFY(!c.tie_word_embeddings);
         QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("rope_scaling":{"rope_type":"yarn","factor":4.0}})", "b.json"); },
                        kev::ErrorCode::Unsupported, {"b.json", "yarn"}));
-        QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"mistral"})", "c.json"); },
-                       kev::ErrorCode::Unsupported, {"c.json", "mistral"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"falcon"})", "c.json"); },
+                       kev::ErrorCode::Unsupported, {"c.json", "falcon"}));
+        // Mistral: the Llama decoder under its own name; a sliding window holds cards to it
+        // (windowed attention past it is not built), null or absent means none.
+        const std::string mistral = base;
+        const kev::ModelConfig m = kev::config_from_hf_json(
+            std::string(mistral).replace(mistral.find("llama"), 5, "mistral") + R"("sliding_window":1024})", "m.json");
+        QCOMPARE(m.arch, kev::Arch::Mistral);
+        QCOMPARE(m.sliding_window, std::int64_t(1024));
+        QCOMPARE(m.max_positions, std::int64_t(1024));
+        const kev::ModelConfig m0 = kev::config_from_hf_json(
+            std::string(mistral).replace(mistral.find("llama"), 5, "mistral") + R"("sliding_window":null})", "m0.json");
+        QCOMPARE(m0.sliding_window, std::int64_t(0));
+        QCOMPARE(m0.max_positions, std::int64_t(4096));
+        QVERIFY(throws([&] { kev::config_from_hf_json(std::string(mistral).replace(mistral.find("llama"), 5, "mistral") +
+                                                          R"("sliding_window":-4})", "m1.json"); },
+                       kev::ErrorCode::Format, {"m1.json", "sliding_window"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"llama","num_hidden_layers":2})", "d.json"); },
                        kev::ErrorCode::Format, {"d.json", "hidden_size"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type": llama})", "e.json"); }, kev::ErrorCode::Format,

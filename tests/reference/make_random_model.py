@@ -7,6 +7,7 @@ Presets:
   tiny-llama     Llama, untied lm_head, GQA 4/2, llama3 RoPE scaling
   tiny-qwen2     Qwen2, q/k/v bias, tied head, linear RoPE scaling
   tiny-qwen3     Qwen3, per-head q/k norm, explicit head_dim != hidden/heads, tied
+  tiny-mistral   Mistral (the Llama decoder; no window: sliding_window null), untied
   qwen2.5-0.5b   Qwen2.5-0.5B shapes (hidden 896, 24 layers, 14/2 heads, inter 4864,
                  vocab 151936, tied), bf16 on disk: for benchmarks, not CI.
   qwen2.5-7b     Qwen2.5-7B shapes (hidden 3584, 28 layers, 28/4 heads, inter 18944,
@@ -40,6 +41,9 @@ PRESETS = {
     "tiny-qwen3": dict(TINY, model_type="qwen3", architectures=["Qwen3ForCausalLM"], tie_word_embeddings=True,
                        head_dim=32, attention_bias=False, hidden_act="silu", use_sliding_window=False,
                        rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+    "tiny-mistral": dict(TINY, model_type="mistral", architectures=["MistralForCausalLM"], tie_word_embeddings=False,
+                         head_dim=16, hidden_act="silu", sliding_window=None,
+                         rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
     "qwen2.5-0.5b": dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], hidden_size=896,
                          num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                          intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,

@@ -163,6 +163,7 @@ const char* to_string(Arch arch) {
         case Arch::Llama: return "llama";
         case Arch::Qwen2: return "qwen2";
         case Arch::Qwen3: return "qwen3";
+        case Arch::Mistral: return "mistral";
     }
     return "?";
 }
@@ -248,7 +249,8 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
     if (model_type == "llama") c.arch = Arch::Llama;
     else if (model_type == "qwen2") c.arch = Arch::Qwen2;
     else if (model_type == "qwen3") c.arch = Arch::Qwen3;
-    else fail(ErrorCode::Unsupported, source, "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3)");
+    else if (model_type == "mistral") c.arch = Arch::Mistral;
+    else fail(ErrorCode::Unsupported, source, "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3, mistral)");
 
     c.hidden_size = require_int(j, "hidden_size", source);
     c.num_layers = require_int(j, "num_hidden_layers", source);
@@ -268,6 +270,13 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
         fail(ErrorCode::Unsupported, source, "mlp_bias is not supported");
     if (optional_bool(j, "use_sliding_window", false, source))
         fail(ErrorCode::Unsupported, source, "sliding-window attention is not supported");
+    // Mistral's window applies whenever it is set (Qwen2 writes one but switches it off
+    // with use_sliding_window, above). Cards are held to it: see ModelConfig.
+    if (c.arch == Arch::Mistral) {
+        c.sliding_window = optional_int(j, "sliding_window", 0, source);
+        if (c.sliding_window < 0) fail(ErrorCode::Format, source, "sliding_window must be positive or null");
+        if (c.sliding_window > 0 && c.sliding_window < c.max_positions) c.max_positions = c.sliding_window;
+    }
     if (optional_int(j, "pretraining_tp", 1, source) != 1)
         fail(ErrorCode::Unsupported, source, "pretraining_tp != 1 is not supported");
 
@@ -281,6 +290,7 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
             c.qkv_bias = c.o_bias = attention_bias;
             break;
         case Arch::Llama:
+        case Arch::Mistral:
             c.qkv_bias = c.o_bias = attention_bias;
             break;
     }
