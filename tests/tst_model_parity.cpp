@@ -126,7 +126,7 @@ private Q_SLOTS:
         pf.write(prompts_json(prompts_));
         pf.close();
         for (const QString& name : {QStringLiteral("tiny-llama"), QStringLiteral("tiny-qwen2"), QStringLiteral("tiny-qwen3"),
-                                    QStringLiteral("tiny-mistral")}) {
+                                    QStringLiteral("tiny-mistral"), QStringLiteral("tiny-phi3")}) {
             Preset p;
             p.name = name;
             p.dir = work + QLatin1Char('/') + name;
@@ -172,6 +172,8 @@ private Q_SLOTS:
         const auto& mistral = preset(QStringLiteral("tiny-mistral")).model->config();
         QCOMPARE(mistral.arch, kev::Arch::Mistral);
         QCOMPARE(mistral.sliding_window, std::int64_t(0));
+        const auto& phi3 = preset(QStringLiteral("tiny-phi3")).model->config();
+        QVERIFY(phi3.arch == kev::Arch::Phi3 && phi3.fused_qkv && phi3.fused_gate_up);
         // A tied head is the embedding itself, not a copy.
         const auto& w = preset(QStringLiteral("tiny-qwen2")).model->weights();
         QVERIFY(w.lm_head.weight.data_ptr() == w.embed.data_ptr());
@@ -179,7 +181,8 @@ private Q_SLOTS:
 
     void fullRecompute_data() {
         QTest::addColumn<QString>("name");
-        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral"}) QTest::newRow(n) << QString::fromLatin1(n);
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3"})
+            QTest::newRow(n) << QString::fromLatin1(n);
     }
     // Each prompt alone, in a fresh cache; slots start at 0 while positions may
     // start at 1000 or 1990 (slot != position).

@@ -125,7 +125,7 @@ private Q_SLOTS:
         // core is busy (measured: 8x slower decode steps under load).
         at::set_num_threads(1);
         work_ = kevtest::workDir(QStringLiteral("weights"));
-        for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+        for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}) {
             const QString dir = work_ + QLatin1Char('/') + QLatin1String(preset);
             QVERIFY(!kevtest::runReference(QStringLiteral("make_random_model.py"),
                                            {QStringLiteral("--preset"), QLatin1String(preset), QStringLiteral("--out"), dir})
@@ -167,6 +167,19 @@ private Q_SLOTS:
         QVERIFY(throws([&] { kev::config_from_hf_json(std::string(mistral).replace(mistral.find("llama"), 5, "mistral") +
                                                           R"("sliding_window":-4})", "m1.json"); },
                        kev::ErrorCode::Format, {"m1.json", "sliding_window"}));
+        // Phi-3: fused tensors; Phi-4-mini's partial rotary and Phi-3.5's LongRoPE are named.
+        const std::string phi3 = std::string(base).replace(base.find("llama"), 5, "phi3");
+        const kev::ModelConfig p3 = kev::config_from_hf_json(phi3 + R"("sliding_window":2047})", "p.json");
+        QVERIFY(p3.arch == kev::Arch::Phi3 && p3.fused_qkv && p3.fused_gate_up);
+        QCOMPARE(p3.max_positions, std::int64_t(2047));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("partial_rotary_factor":0.75})", "p1.json"); },
+                       kev::ErrorCode::Unsupported, {"p1.json", "partial rotary"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_parameters":{"rope_type":"default","partial_rotary_factor":0.75}})",
+                                                      "p2.json"); },
+                       kev::ErrorCode::Unsupported, {"p2.json", "partial rotary"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":[1]}})",
+                                                      "p3.json"); },
+                       kev::ErrorCode::Unsupported, {"p3.json", "longrope"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"llama","num_hidden_layers":2})", "d.json"); },
                        kev::ErrorCode::Format, {"d.json", "hidden_size"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type": llama})", "e.json"); }, kev::ErrorCode::Format,
@@ -358,6 +371,7 @@ private Q_SLOTS:
         QTest::newRow("llama F32 (permuted q/k, rope_freqs)") << "tiny-llama" << "F32" << 1e-4;
         QTest::newRow("qwen2 F32 (bias, tied, linear rope)") << "tiny-qwen2" << "F32" << 1e-5;
         QTest::newRow("qwen3 F32 (q/k norm)") << "tiny-qwen3" << "F32" << 1e-5;
+        QTest::newRow("phi3 F32 (fused qkv, ffn_up = gate | up)") << "tiny-phi3" << "F32" << 1e-5;
         // Quantized: the weights themselves are rounded, so logits move by the
         // quantization noise (measured: Q8_0 0.035, BF16 0.011, Q4_1 0.96 on logits
         // of scale ~2.5; 4-bit blocks of Gaussian weights carry ~10% error each).

@@ -8,6 +8,7 @@ Presets:
   tiny-qwen2     Qwen2, q/k/v bias, tied head, linear RoPE scaling
   tiny-qwen3     Qwen3, per-head q/k norm, explicit head_dim != hidden/heads, tied
   tiny-mistral   Mistral (the Llama decoder; no window: sliding_window null), untied
+  tiny-phi3      Phi-3 (fused qkv_proj and gate_up_proj), untied, no window
   qwen2.5-0.5b   Qwen2.5-0.5B shapes (hidden 896, 24 layers, 14/2 heads, inter 4864,
                  vocab 151936, tied), bf16 on disk: for benchmarks, not CI.
   qwen2.5-7b     Qwen2.5-7B shapes (hidden 3584, 28 layers, 28/4 heads, inter 18944,
@@ -44,6 +45,9 @@ PRESETS = {
     "tiny-mistral": dict(TINY, model_type="mistral", architectures=["MistralForCausalLM"], tie_word_embeddings=False,
                          head_dim=16, hidden_act="silu", sliding_window=None,
                          rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+    "tiny-phi3": dict(TINY, model_type="phi3", architectures=["Phi3ForCausalLM"], tie_word_embeddings=False,
+                      hidden_act="silu", sliding_window=None, pad_token_id=0, original_max_position_embeddings=2048,
+                      rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
     "qwen2.5-0.5b": dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], hidden_size=896,
                          num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                          intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
@@ -75,6 +79,13 @@ def tensor_shapes(cfg):
         shapes["lm_head.weight"] = (v, h)
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
+        if cfg["model_type"] == "phi3":  # fused, as Phi-3 checkpoints store them
+            shapes.update({
+                p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                p + "self_attn.qkv_proj.weight": ((nh + 2 * nkv) * d, h), p + "self_attn.o_proj.weight": (h, nh * d),
+                p + "mlp.gate_up_proj.weight": (2 * inter, h), p + "mlp.down_proj.weight": (h, inter),
+            })
+            continue
         shapes.update({
             p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
             p + "self_attn.q_proj.weight": (nh * d, h), p + "self_attn.k_proj.weight": (nkv * d, h),

@@ -12,7 +12,9 @@ namespace kev {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen2, Qwen3, Mistral };  // Mistral: the Llama decoder, its own name and window
+// Mistral: the Llama decoder, its own name and window. Phi3: the same with fused qkv and
+// gate_up tensors in the checkpoint (Phi-3 / Phi-3.5 / Phi-4-mini).
+enum class Arch { Llama, Qwen2, Qwen3, Mistral, Phi3 };
 
 // How RoPE inverse frequencies are adjusted for long contexts. Kinds Kev does not
 // implement (dynamic, yarn, longrope, ...) are refused by name when the config is read.
@@ -45,11 +47,13 @@ struct ModelConfig {
     bool qkv_bias = false;              // Qwen2; Llama/Qwen3 when attention_bias
     bool o_bias = false;                // Llama/Qwen3 when attention_bias
     bool qk_norm = false;               // Qwen3: RMSNorm over D on each head of q and k
-    // Mistral v0.1's sliding window (config.json "sliding_window"; 0 = none). Windowed
+    // Mistral v0.1's and Phi-3's sliding window (config.json "sliding_window"; 0 = none). Windowed
     // attention inside the packed forward is not built yet, so a card is held to the
     // window: max_positions is the smaller of the two, where attention over the window
     // and over everything agree exactly.
     std::int64_t sliding_window = 0;
+    bool fused_qkv = false;             // Phi3: one qkv_proj tensor, rows q | k | v
+    bool fused_gate_up = false;         // Phi3: one gate_up_proj tensor, rows gate | up
     std::vector<std::int64_t> bos_token_ids;  // usually one
     std::vector<std::int64_t> eos_token_ids;  // generation_config.json may list several
 

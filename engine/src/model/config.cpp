@@ -164,6 +164,7 @@ const char* to_string(Arch arch) {
         case Arch::Qwen2: return "qwen2";
         case Arch::Qwen3: return "qwen3";
         case Arch::Mistral: return "mistral";
+        case Arch::Phi3: return "phi3";
     }
     return "?";
 }
@@ -250,7 +251,9 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
     else if (model_type == "qwen2") c.arch = Arch::Qwen2;
     else if (model_type == "qwen3") c.arch = Arch::Qwen3;
     else if (model_type == "mistral") c.arch = Arch::Mistral;
-    else fail(ErrorCode::Unsupported, source, "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3, mistral)");
+    else if (model_type == "phi3") c.arch = Arch::Phi3;
+    else fail(ErrorCode::Unsupported, source,
+              "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3, mistral, phi3)");
 
     c.hidden_size = require_int(j, "hidden_size", source);
     c.num_layers = require_int(j, "num_hidden_layers", source);
@@ -270,9 +273,9 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
         fail(ErrorCode::Unsupported, source, "mlp_bias is not supported");
     if (optional_bool(j, "use_sliding_window", false, source))
         fail(ErrorCode::Unsupported, source, "sliding-window attention is not supported");
-    // Mistral's window applies whenever it is set (Qwen2 writes one but switches it off
-    // with use_sliding_window, above). Cards are held to it: see ModelConfig.
-    if (c.arch == Arch::Mistral) {
+    // Mistral's and Phi-3's window applies whenever it is set (Qwen2 writes one but
+    // switches it off with use_sliding_window, above). Cards are held to it: see ModelConfig.
+    if (c.arch == Arch::Mistral || c.arch == Arch::Phi3) {
         c.sliding_window = optional_int(j, "sliding_window", 0, source);
         if (c.sliding_window < 0) fail(ErrorCode::Format, source, "sliding_window must be positive or null");
         if (c.sliding_window > 0 && c.sliding_window < c.max_positions) c.max_positions = c.sliding_window;
@@ -293,6 +296,19 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
         case Arch::Mistral:
             c.qkv_bias = c.o_bias = attention_bias;
             break;
+        case Arch::Phi3:
+            c.qkv_bias = c.o_bias = attention_bias;
+            c.fused_qkv = c.fused_gate_up = true;
+            break;
+    }
+    // Phi-4-mini rotates only part of each head (transformers 5 writes the factor into
+    // rope_parameters, older folders at the top); Kev's RoPE turns whole heads.
+    for (const char* key : {"rope_parameters", "rope_scaling", ""}) {
+        const json& where = *key ? j.value(key, json()) : j;
+        if (!where.is_object()) continue;
+        if (const double f = optional_float(where, "partial_rotary_factor", 1.0, source); f != 1.0)
+            fail(ErrorCode::Unsupported, source, "partial rotary embeddings (partial_rotary_factor " +
+                                                     std::to_string(f) + ") are not supported");
     }
 
     // RoPE: transformers >= 5 writes "rope_parameters" {rope_type, rope_theta, ...};
@@ -349,7 +365,9 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     if (arch == "llama") c.arch = Arch::Llama;
     else if (arch == "qwen2") c.arch = Arch::Qwen2;
     else if (arch == "qwen3") c.arch = Arch::Qwen3;
-    else fail(ErrorCode::Unsupported, source, "general.architecture '" + arch + "' is not supported (llama, qwen2, qwen3)");
+    else if (arch == "phi3") c.arch = Arch::Phi3;
+    else fail(ErrorCode::Unsupported, source,
+              "general.architecture '" + arch + "' is not supported (llama, qwen2, qwen3, phi3)");
 
     auto need = [&](const std::string& key) {
         auto v = g.get_int(arch + "." + key);
@@ -396,6 +414,11 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
     c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
     c.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+    c.fused_qkv = c.fused_gate_up = c.arch == Arch::Phi3;  // attn_qkv; ffn_up holds gate | up
+    if (auto w = g.get_int(arch + ".attention.sliding_window"); w && *w > 0) {
+        c.sliding_window = *w;
+        if (c.sliding_window < c.max_positions) c.max_positions = c.sliding_window;
+    }
     if (auto v = g.get_int("tokenizer.ggml.bos_token_id")) c.bos_token_ids = {*v};
     if (auto v = g.get_int("tokenizer.ggml.eos_token_id")) c.eos_token_ids = {*v};
     validate(c);

@@ -269,7 +269,7 @@ private:
 // The one table from checkpoint names to model fields. Per-layer names are relative
 // to "model.layers.{i}." (HF) and "blk.{i}." (GGUF).
 enum class Field {
-    AttnNorm, Q, K, V, QBias, KBias, VBias, QNorm, KNorm, O, OBias, MlpNorm, Gate, Up, Down,
+    AttnNorm, Q, K, V, QKV, QBias, KBias, VBias, QNorm, KNorm, O, OBias, MlpNorm, Gate, Up, GateUp, Down,
 };
 
 struct NameRow {
@@ -283,6 +283,7 @@ constexpr NameRow kLayerNames[] = {
     {Field::Q, "self_attn.q_proj.weight", "attn_q.weight"},
     {Field::K, "self_attn.k_proj.weight", "attn_k.weight"},
     {Field::V, "self_attn.v_proj.weight", "attn_v.weight"},
+    {Field::QKV, "self_attn.qkv_proj.weight", "attn_qkv.weight"},  // Phi-3: rows q | k | v
     {Field::QBias, "self_attn.q_proj.bias", "attn_q.bias"},
     {Field::KBias, "self_attn.k_proj.bias", "attn_k.bias"},
     {Field::VBias, "self_attn.v_proj.bias", "attn_v.bias"},
@@ -293,6 +294,7 @@ constexpr NameRow kLayerNames[] = {
     {Field::MlpNorm, "post_attention_layernorm.weight", "ffn_norm.weight"},
     {Field::Gate, "mlp.gate_proj.weight", "ffn_gate.weight"},
     {Field::Up, "mlp.up_proj.weight", "ffn_up.weight"},
+    {Field::GateUp, "mlp.gate_up_proj.weight", "ffn_up.weight"},  // Phi-3: rows gate | up (GGUF too)
     {Field::Down, "mlp.down_proj.weight", "ffn_down.weight"},
 };
 
@@ -311,6 +313,10 @@ bool field_present(const ModelConfig& c, Field f) {
         case Field::QBias: case Field::KBias: case Field::VBias: return c.qkv_bias;
         case Field::QNorm: case Field::KNorm: return c.qk_norm;
         case Field::OBias: return c.o_bias;
+        case Field::Q: case Field::K: case Field::V: return !c.fused_qkv;
+        case Field::QKV: return c.fused_qkv;
+        case Field::Gate: case Field::Up: return !c.fused_gate_up;
+        case Field::GateUp: return c.fused_gate_up;
         default: return true;
     }
 }
@@ -320,12 +326,14 @@ std::vector<std::int64_t> field_shape(const ModelConfig& c, Field f) {
         case Field::AttnNorm: case Field::MlpNorm: return {c.hidden_size};
         case Field::Q: return {c.q_size(), c.hidden_size};
         case Field::K: case Field::V: return {c.kv_size(), c.hidden_size};
+        case Field::QKV: return {c.q_size() + 2 * c.kv_size(), c.hidden_size};
         case Field::QBias: return {c.q_size()};
         case Field::KBias: case Field::VBias: return {c.kv_size()};
         case Field::QNorm: case Field::KNorm: return {c.head_dim};
         case Field::O: return {c.hidden_size, c.q_size()};
         case Field::OBias: return {c.hidden_size};
         case Field::Gate: case Field::Up: return {c.intermediate_size, c.hidden_size};
+        case Field::GateUp: return {2 * c.intermediate_size, c.hidden_size};
         case Field::Down: return {c.hidden_size, c.intermediate_size};
     }
     return {};
@@ -552,11 +560,14 @@ private:
         const std::int64_t qs = c_.q_size(), kvs = c_.kv_size(), hid = c_.hidden_size, inter = c_.intermediate_size;
         l.attn_norm = take(layer_name(i, Field::AttnNorm), {hid});
         l.mlp_norm = take(layer_name(i, Field::MlpNorm), {hid});
-        fill_linear(l.qkv,  // rows q | k | v
-                    {{layer_name(i, Field::Q), qs, c_.num_heads},
-                     {layer_name(i, Field::K), kvs, c_.num_kv_heads},
-                     {layer_name(i, Field::V), kvs, 0}},
-                    hid);
+        if (c_.fused_qkv)  // Phi-3 stores them fused already (never permuted)
+            fill_linear(l.qkv, {{layer_name(i, Field::QKV), qs + 2 * kvs, 0}}, hid);
+        else
+            fill_linear(l.qkv,  // rows q | k | v
+                        {{layer_name(i, Field::Q), qs, c_.num_heads},
+                         {layer_name(i, Field::K), kvs, c_.num_kv_heads},
+                         {layer_name(i, Field::V), kvs, 0}},
+                        hid);
         if (c_.qkv_bias) {
             // Biases are per output row, so they need the same un-permutation as the rows.
             l.qkv.bias = at::empty({qs + 2 * kvs}, opts_);
@@ -570,8 +581,11 @@ private:
         }
         fill_linear(l.o, {{layer_name(i, Field::O), hid, 0}}, qs);
         if (c_.o_bias) l.o.bias = take(layer_name(i, Field::OBias), {hid});
-        fill_linear(l.gate_up, {{layer_name(i, Field::Gate), inter, 0}, {layer_name(i, Field::Up), inter, 0}},
-                    hid);  // rows gate | up
+        if (c_.fused_gate_up)
+            fill_linear(l.gate_up, {{layer_name(i, Field::GateUp), 2 * inter, 0}}, hid);
+        else
+            fill_linear(l.gate_up, {{layer_name(i, Field::Gate), inter, 0}, {layer_name(i, Field::Up), inter, 0}},
+                        hid);  // rows gate | up
         fill_linear(l.down, {{layer_name(i, Field::Down), hid, 0}}, inter);
         return l;
     }
