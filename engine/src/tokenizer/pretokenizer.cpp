@@ -149,6 +149,7 @@ void Regex::split(std::string_view text, SplitBehavior behavior, std::vector<std
     const std::size_t n = text.size();
     std::size_t pos = 0;   // where the next search starts
     std::size_t done = 0;  // end of the last piece
+    const bool isolated = behavior == SplitBehavior::Isolated;
     thread_local std::vector<Piece> pieces;
     pieces.clear();
     while (pos < n) {
@@ -169,15 +170,20 @@ void Regex::split(std::string_view text, SplitBehavior behavior, std::vector<std
             while (pos < n && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) ++pos;
             continue;
         }
-        if (start > done) pieces.push_back({done, start, false});
-        pieces.push_back({start, end, true});
+        if (isolated) {  // every model's common case: words straight out, no piece list
+            if (start > done) out.push_back(text.substr(done, start - done));
+            out.push_back(text.substr(start, end - start));
+        } else {
+            if (start > done) pieces.push_back({done, start, false});
+            pieces.push_back({start, end, true});
+        }
         done = pos = end;
     }
-    if (done < n) pieces.push_back({done, n, false});
-    if (behavior == SplitBehavior::Isolated) {  // the common case, without the copy
-        for (const Piece& p : pieces) out.push_back(text.substr(p.begin, p.end - p.begin));
+    if (isolated) {
+        if (done < n) out.push_back(text.substr(done));
         return;
     }
+    if (done < n) pieces.push_back({done, n, false});
     emit(text, pieces, behavior, out);
 }
 
