@@ -1,14 +1,19 @@
 // Parity of Kev's decoder with Hugging Face transformers on random-weight tiny
 // models (Llama with llama3 RoPE scaling and an untied head, Qwen2 with q/k/v bias,
-// a tied head and linear RoPE scaling, Qwen3 with q/k norms and an explicit head_dim).
+// a tied head and linear RoPE scaling, Qwen3 with q/k norms and an explicit head_dim,
+// Mistral with a sliding window of 24, Phi-3 with fused projections, Gemma 2 with
+// soft-capping and alternating windowed layers, Gemma 3 with q/k norms and windowed
+// layers on their own RoPE base; windows of 16 and 24, so most prompts cross them).
 // fp32 logits must agree to 1e-4 at every position:
 //   - each prompt alone without reuse of the cache (full recompute),
 //   - all prompts packed in one forward, their slots shuffled through the cache,
 //   - incremental decoding: a packed prefill of every prompt's first half, then one
-//     forward per step carrying the next token of every prompt still running,
+//     forward per step carrying the next token of every prompt still running, both by
+//     a dense mask and by read spans (the generator's layout, the CPU's row kernel),
 // including positions past 1000 (prompts that start at 1000 and 1990, and one
 // 1030-token prompt).
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -90,7 +95,8 @@ private:
         std::vector<std::int64_t> slot_position;
     };
     kev::ForwardBatch pack(const std::vector<int>& which, const std::vector<std::int64_t>& from,
-                           const std::vector<std::int64_t>& to, PackState& st, std::int64_t kv_len) {
+                           const std::vector<std::int64_t>& to, PackState& st, std::int64_t kv_len,
+                           bool by_reads = false) {
         kev::ForwardBatch b;
         std::vector<std::int32_t> row_seg;
         for (std::size_t i = 0; i < which.size(); ++i) {
@@ -101,12 +107,14 @@ private:
                 b.tokens.push_back(prompts_[p].tokens[t]);
                 b.positions.push_back(prompts_[p].start + t);
                 b.slots.push_back(slot);
+                if (by_reads) b.reads.push_back({0, st.slot_base[p], slot + 1});
                 row_seg.push_back(p);
                 st.slot_segment[slot] = p;
                 st.slot_position[slot] = prompts_[p].start + t;
             }
         }
         b.kv_len = kv_len;
+        if (by_reads) return b;
         std::vector<std::int32_t> seg(st.slot_segment.begin(), st.slot_segment.begin() + kv_len);
         std::vector<std::int64_t> pos(st.slot_position.begin(), st.slot_position.begin() + kv_len);
         b.mask = kev::build_attention_mask(row_seg, b.positions, seg, pos);
@@ -126,7 +134,8 @@ private Q_SLOTS:
         pf.write(prompts_json(prompts_));
         pf.close();
         for (const QString& name : {QStringLiteral("tiny-llama"), QStringLiteral("tiny-qwen2"), QStringLiteral("tiny-qwen3"),
-                                    QStringLiteral("tiny-mistral"), QStringLiteral("tiny-phi3")}) {
+                                    QStringLiteral("tiny-mistral"), QStringLiteral("tiny-phi3"),
+                                    QStringLiteral("tiny-gemma2"), QStringLiteral("tiny-gemma3")}) {
             Preset p;
             p.name = name;
             p.dir = work + QLatin1Char('/') + name;
@@ -171,9 +180,27 @@ private Q_SLOTS:
         QCOMPARE(qwen3.eos_token_ids, std::vector<std::int64_t>{2});
         const auto& mistral = preset(QStringLiteral("tiny-mistral")).model->config();
         QCOMPARE(mistral.arch, kev::Arch::Mistral);
-        QCOMPARE(mistral.sliding_window, std::int64_t(0));
+        QCOMPARE(mistral.sliding_window, std::int64_t(24));
+        QVERIFY(mistral.windowed_layers.empty() && mistral.layer_windowed(0) && mistral.layer_windowed(1));
+        QCOMPARE(mistral.max_positions, std::int64_t(2048));  // the window no longer caps a card
         const auto& phi3 = preset(QStringLiteral("tiny-phi3")).model->config();
         QVERIFY(phi3.arch == kev::Arch::Phi3 && phi3.fused_qkv && phi3.fused_gate_up);
+        const auto& g2 = preset(QStringLiteral("tiny-gemma2")).model->config();
+        QCOMPARE(g2.arch, kev::Arch::Gemma2);
+        QVERIFY(g2.gemma_norms && g2.scale_embeddings && !g2.qk_norm && g2.tie_word_embeddings);
+        QCOMPARE(g2.activation, kev::Activation::GeluTanh);
+        QCOMPARE(g2.attn_softcap, 3.0);
+        QCOMPARE(g2.final_softcap, 4.0);
+        QCOMPARE(g2.query_scale, 1.0 / std::sqrt(24.0));
+        QVERIFY(g2.layer_windowed(0) && !g2.layer_windowed(1) && g2.layer_windowed(2));
+        const auto& g3 = preset(QStringLiteral("tiny-gemma3")).model->config();
+        QCOMPARE(g3.arch, kev::Arch::Gemma3);
+        QVERIFY(g3.qk_norm && g3.attn_softcap == 0.0 && g3.final_softcap == 0.0);
+        QCOMPARE(g3.rope_local_theta, 10000.0);
+        QCOMPARE(g3.rope_theta, 1000000.0);
+        QCOMPARE(g3.rope_scaling.kind, kev::RopeScalingKind::Linear);
+        QVERIFY(g3.layer_windowed(2) && !g3.layer_windowed(3));
+        QVERIFY(g3.describe_features().find("sliding window 16 on 3 of 4 layers") != std::string::npos);
         // A tied head is the embedding itself, not a copy.
         const auto& w = preset(QStringLiteral("tiny-qwen2")).model->weights();
         QVERIFY(w.lm_head.weight.data_ptr() == w.embed.data_ptr());
@@ -181,7 +208,7 @@ private Q_SLOTS:
 
     void fullRecompute_data() {
         QTest::addColumn<QString>("name");
-        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3"})
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"})
             QTest::newRow(n) << QString::fromLatin1(n);
     }
     // Each prompt alone, in a fresh cache; slots start at 0 while positions may
@@ -242,12 +269,20 @@ private Q_SLOTS:
         }
     }
 
-    void incrementalDecode_data() { fullRecompute_data(); }
+    void incrementalDecode_data() {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<bool>("byReads");
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"}) {
+            QTest::newRow(qPrintable(QStringLiteral("%1 mask").arg(QLatin1String(n)))) << QString::fromLatin1(n) << false;
+            QTest::newRow(qPrintable(QStringLiteral("%1 reads").arg(QLatin1String(n)))) << QString::fromLatin1(n) << true;
+        }
+    }
     // Packed prefill of every prompt's first half, then one forward per step with the
     // next token of each prompt still running. Every step's logits equal the full
     // recompute done by the reference (cache consistency).
     void incrementalDecode() {
         QFETCH(QString, name);
+        QFETCH(bool, byReads);
         Preset& p = preset(name);
         const std::vector<int> which{0, 1, 2, 3, 4};
         PackState st;
@@ -266,7 +301,7 @@ private Q_SLOTS:
             done[k] = std::max<std::int64_t>(1, static_cast<std::int64_t>(prompts_[which[k]].tokens.size()) / 2);
         // The long prompt only decodes its last 6 tokens: keeps the test quick.
         done.back() = static_cast<std::int64_t>(prompts_[4].tokens.size()) - 6;
-        kev::ForwardBatch b = pack(which, from, done, st, total);
+        kev::ForwardBatch b = pack(which, from, done, st, total, byReads);
         at::Tensor logits = p.model->forward(b, cache);
         double worst = 0.0;
         std::int64_t row = 0;
@@ -288,7 +323,7 @@ private Q_SLOTS:
                 }
             }
             if (active.empty()) break;
-            b = pack(active, f, t, st, total);
+            b = pack(active, f, t, st, total, byReads);
             logits = p.model->forward(b, cache);  // [active, V]
             for (std::size_t a = 0; a < active.size(); ++a) {
                 const double diff = max_abs_diff(logits.narrow(0, a, 1), p.reference[active[a]].narrow(0, f[a], 1));
@@ -327,7 +362,7 @@ private Q_SLOTS:
     void halfPrecisionDecode_data() {
         QTest::addColumn<QString>("name");
         QTest::addColumn<int>("dtype");
-        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3"}) {
             QTest::newRow(qPrintable(QStringLiteral("%1 bf16").arg(QLatin1String(n))))
                 << QString::fromLatin1(n) << static_cast<int>(kev::DType::BF16);
             QTest::newRow(qPrintable(QStringLiteral("%1 fp16").arg(QLatin1String(n))))
@@ -371,6 +406,33 @@ private Q_SLOTS:
         QVERIFY(d_rows < 0.05 * scale);
         QVERIFY(d_ref < 0.05 * scale);
         QVERIFY(agree >= 0.8);
+    }
+
+    // The windows are real: the same weights with the window switched off give the same
+    // logits while a prompt fits in the window and different ones after (the reference
+    // has the window, so the tests above would see a window that does nothing).
+    void windowMatters_data() {
+        QTest::addColumn<QString>("name");
+        for (const char* n : {"tiny-mistral", "tiny-gemma2", "tiny-gemma3"}) QTest::newRow(n) << QString::fromLatin1(n);
+    }
+    void windowMatters() {
+        QFETCH(QString, name);
+        Preset& p = preset(name);
+        kev::LoadedWeights lw = kev::load_weights(p.dir.toStdString(), kev::LoadOptions{});
+        const std::int64_t window = lw.config.sliding_window;
+        QVERIFY(window > 0);
+        lw.config.sliding_window = 0;
+        kev::Model global(std::move(lw.config), std::move(lw.weights), kev::Device::Cpu, kev::DType::F32);
+        const Prompt& pr = prompts_[3];  // 40 tokens from position 1990
+        const std::int64_t n = static_cast<std::int64_t>(pr.tokens.size());
+        kev::ForwardBatch b = kev::single_sequence_batch(pr.tokens, 0, false);
+        for (auto& pos : b.positions) pos += pr.start;
+        kev::KvCache cache = global.make_cache(n);
+        const at::Tensor logits = global.forward(b, cache);
+        QVERIFY(max_abs_diff(logits.narrow(0, 0, window), p.reference[3].narrow(0, 0, window)) <= kFp32Tolerance);
+        const double after = max_abs_diff(logits.narrow(0, window, n - window), p.reference[3].narrow(0, window, n - window));
+        qInfo("%s without its window: max |diff| %.3g past position %lld", qPrintable(name), after, static_cast<long long>(window));
+        QVERIFY(after > 100 * kFp32Tolerance);
     }
 
     // Keys are stored rotated, so a sequence's cache moved to other slots (compaction,

@@ -7,8 +7,13 @@ Presets:
   tiny-llama     Llama, untied lm_head, GQA 4/2, llama3 RoPE scaling
   tiny-qwen2     Qwen2, q/k/v bias, tied head, linear RoPE scaling
   tiny-qwen3     Qwen3, per-head q/k norm, explicit head_dim != hidden/heads, tied
-  tiny-mistral   Mistral (the Llama decoder; no window: sliding_window null), untied
+  tiny-mistral   Mistral (the Llama decoder with a sliding window of 24), untied
   tiny-phi3      Phi-3 (fused qkv_proj and gate_up_proj), untied, no window
+  tiny-gemma2    Gemma 2: (1 + w) norms around attention and MLP, GeGLU, scaled embeddings,
+                 attention and final soft-caps (small, so they bend), windowed layers 0 and 2
+                 (window 16), query_pre_attn_scalar 24, tied
+  tiny-gemma3    Gemma 3 (gemma3_text): q/k norms, layers 0-2 windowed (16) with RoPE base
+                 10000, layer 3 global with base 1e6 and linear scaling 4, no soft-caps
   qwen2.5-0.5b   Qwen2.5-0.5B shapes (hidden 896, 24 layers, 14/2 heads, inter 4864,
                  vocab 151936, tied), bf16 on disk: for benchmarks, not CI.
   qwen2.5-7b     Qwen2.5-7B shapes (hidden 3584, 28 layers, 28/4 heads, inter 18944,
@@ -43,11 +48,26 @@ PRESETS = {
                        head_dim=32, attention_bias=False, hidden_act="silu", use_sliding_window=False,
                        rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
     "tiny-mistral": dict(TINY, model_type="mistral", architectures=["MistralForCausalLM"], tie_word_embeddings=False,
-                         head_dim=16, hidden_act="silu", sliding_window=None,
+                         head_dim=16, hidden_act="silu", sliding_window=24,
                          rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
     "tiny-phi3": dict(TINY, model_type="phi3", architectures=["Phi3ForCausalLM"], tie_word_embeddings=False,
                       hidden_act="silu", sliding_window=None, pad_token_id=0, original_max_position_embeddings=2048,
                       rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+    "tiny-gemma2": dict(TINY, model_type="gemma2", architectures=["Gemma2ForCausalLM"], num_hidden_layers=3,
+                        head_dim=16, tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh",
+                        query_pre_attn_scalar=24, sliding_window=16, attn_logit_softcapping=3.0,
+                        final_logit_softcapping=4.0, pad_token_id=0, attention_bias=False,
+                        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                        rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+    "tiny-gemma3": dict(TINY, model_type="gemma3_text", architectures=["Gemma3ForCausalLM"], num_hidden_layers=4,
+                        head_dim=16, tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh",
+                        query_pre_attn_scalar=16, sliding_window=16, attn_logit_softcapping=None,
+                        final_logit_softcapping=None, pad_token_id=0, attention_bias=False,
+                        use_bidirectional_attention=False,
+                        layer_types=["sliding_attention"] * 3 + ["full_attention"],
+                        rope_parameters={"sliding_attention": dict(rope_type="default", rope_theta=10000.0),
+                                         "full_attention": dict(rope_type="linear", rope_theta=1000000.0,
+                                                                factor=4.0)}),
     "qwen2.5-0.5b": dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], hidden_size=896,
                          num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                          intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
@@ -96,8 +116,10 @@ def tensor_shapes(cfg):
         if qkv_bias:
             shapes.update({p + "self_attn.q_proj.bias": (nh * d,), p + "self_attn.k_proj.bias": (nkv * d,),
                            p + "self_attn.v_proj.bias": (nkv * d,)})
-        if cfg["model_type"] == "qwen3":
+        if cfg["model_type"] in ("qwen3", "gemma3_text"):
             shapes.update({p + "self_attn.q_norm.weight": (d,), p + "self_attn.k_norm.weight": (d,)})
+        if cfg["model_type"].startswith("gemma"):  # its post_attention_layernorm is the attention output's
+            shapes.update({p + "pre_feedforward_layernorm.weight": (h,), p + "post_feedforward_layernorm.weight": (h,)})
     return shapes
 
 
@@ -119,7 +141,9 @@ def main():
     gen = torch.Generator(device=args.device).manual_seed(args.seed)
     tensors = {}
     for name, shape in sorted(tensor_shapes(cfg).items()):
-        if name.endswith("norm.weight"):
+        if name.endswith("norm.weight") and cfg["model_type"].startswith("gemma"):
+            t = 0.1 * torch.randn(shape, generator=gen, device=args.device)  # used as 1 + w
+        elif name.endswith("norm.weight"):
             t = 1.0 + 0.1 * torch.randn(shape, generator=gen, device=args.device)  # not all-ones: norms must matter
         elif name.endswith(".bias"):
             t = 0.1 * torch.randn(shape, generator=gen, device=args.device)

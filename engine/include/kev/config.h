@@ -13,8 +13,13 @@ namespace kev {
 class GgufFile;
 
 // Mistral: the Llama decoder, its own name and window. Phi3: the same with fused qkv and
-// gate_up tensors in the checkpoint (Phi-3 / Phi-3.5 / Phi-4-mini).
-enum class Arch { Llama, Qwen2, Qwen3, Mistral, Phi3 };
+// gate_up tensors in the checkpoint (Phi-3 / Phi-3.5 / Phi-4-mini). Gemma2 / Gemma3 (text):
+// the same decoder with Gemma's norms, GeGLU, scaled embeddings, soft-capping and
+// interleaved windowed layers, all switched on by the flags below.
+enum class Arch { Llama, Qwen2, Qwen3, Mistral, Phi3, Gemma2, Gemma3 };
+
+// The MLP's gate activation: SiLU (SwiGLU) or GELU with the tanh approximation (GeGLU).
+enum class Activation { Silu, GeluTanh };
 
 // How RoPE inverse frequencies are adjusted for long contexts. Kinds Kev does not
 // implement (dynamic, yarn, longrope, ...) are refused by name when the config is read.
@@ -47,11 +52,23 @@ struct ModelConfig {
     bool qkv_bias = false;              // Qwen2; Llama/Qwen3 when attention_bias
     bool o_bias = false;                // Llama/Qwen3 when attention_bias
     bool qk_norm = false;               // Qwen3: RMSNorm over D on each head of q and k
-    // Mistral v0.1's and Phi-3's sliding window (config.json "sliding_window"; 0 = none). Windowed
-    // attention inside the packed forward is not built yet, so a card is held to the
-    // window: max_positions is the smaller of the two, where attention over the window
-    // and over everything agree exactly.
+    // Sliding-window attention (config.json "sliding_window"; 0 = none): a row at position p
+    // reads only keys at positions p - sliding_window + 1 .. p. It counts within a card
+    // (positions restart per card), so a packed card reads what it reads alone. Which layers
+    // are windowed: `windowed_layers` (one flag per layer; empty = every layer, as Mistral
+    // v0.1 and Phi-3; Gemma 2 alternates, Gemma 3 has five windowed layers to one global).
     std::int64_t sliding_window = 0;
+    std::vector<std::uint8_t> windowed_layers;
+    // Gemma: RMSNorm scales by (1 + weight), the product taken in fp32 and rounded once
+    // (Kev stores the norm weights as fp32 1 + weight at load), and the attention and MLP
+    // outputs pass their own norm before the residual add.
+    bool gemma_norms = false;
+    Activation activation = Activation::Silu;
+    bool scale_embeddings = false;      // Gemma: embeddings x sqrt(hidden_size), in the working dtype
+    double query_scale = 0.0;           // attention score scale; 0 = 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
+    double attn_softcap = 0.0;          // Gemma 2: scores -> cap * tanh(scores / cap); 0 = none
+    double final_softcap = 0.0;         // Gemma 2: logits -> cap * tanh(logits / cap); 0 = none
+    double rope_local_theta = 0.0;      // Gemma 3: RoPE base of the windowed layers (unscaled); 0 = rope_theta
     bool fused_qkv = false;             // Phi3: one qkv_proj tensor, rows q | k | v
     bool fused_gate_up = false;         // Phi3: one gate_up_proj tensor, rows gate | up
     std::vector<std::int64_t> bos_token_ids;  // usually one
@@ -59,6 +76,12 @@ struct ModelConfig {
 
     std::int64_t q_size() const { return num_heads * head_dim; }
     std::int64_t kv_size() const { return num_kv_heads * head_dim; }
+    // Whether layer l attends over the window only.
+    bool layer_windowed(std::int64_t l) const {
+        return sliding_window > 0 && (windowed_layers.empty() || windowed_layers[static_cast<std::size_t>(l)]);
+    }
+    // The family and its features in a few words ("gemma3, window 512 on 5 of 6 layers, ...").
+    std::string describe_features() const;
     // Number of parameters the config implies (embedding counted once when tied).
     std::int64_t parameter_count() const;
 };

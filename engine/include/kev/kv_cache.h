@@ -51,8 +51,15 @@ public:
     // read), useful to make stale data obvious when debugging.
     void clear_slots(std::int64_t begin, std::int64_t end);
 
+    // The RoPE position of the token stored in each slot (-1: never written), kept by the
+    // forward as it writes and moved by copy_slots: sliding-window layers read a slot only
+    // when its position is within the window of the reading row's.
+    const std::vector<std::int64_t>& slot_positions() const { return positions_; }
+    void set_slot_position(std::int64_t slot, std::int64_t position) { positions_[static_cast<std::size_t>(slot)] = position; }
+
 private:
     std::int64_t slots_ = 0;
+    std::vector<std::int64_t> positions_;  // [slots]
     std::vector<at::Tensor> keys_;    // [layers] of [KVH, slots, D]
     std::vector<at::Tensor> values_;  // [layers] of [KVH, slots, D]
 };

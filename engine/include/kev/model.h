@@ -119,6 +119,7 @@ private:
     Device device_;
     DType dtype_;
     at::Tensor inv_freq_;  // [D/2] fp32, RoPE inverse frequencies after scaling
+    at::Tensor inv_freq_local_;  // [D/2] fp32, the windowed layers' own (Gemma 3), or undefined
     std::shared_ptr<const LoraAdapter> lora_;
     std::optional<float> merged_scale_;
     std::vector<at::Tensor> unmerged_weights_;  // originals of merged Linears, in layer order

@@ -81,6 +81,10 @@ struct LayerWeights {
     at::Tensor mlp_norm;   // [hidden]
     Linear gate_up;        // [2 I, hidden]: rows gate | up
     Linear down;           // [hidden, I]
+    // Gemma: norms of the attention and MLP outputs before each residual add. Gemma's
+    // norm weights (these, the ones above and the final norm) are held as fp32 1 + w.
+    at::Tensor post_attn_norm;  // [hidden] or undefined
+    at::Tensor post_mlp_norm;   // [hidden] or undefined
 };
 
 // Weight memory by format, for the gauges and reports.

@@ -34,22 +34,29 @@ inline float tree8(const float* l) {
     return (a + c) + (b + d);
 }
 
-// The rows' slots: j in [0, L) -> the shared context, then the row's own region.
+// The rows' slots: j in [0, L) -> the shared context's [shared_begin, shared_begin +
+// shared_n), then the row's own region from `begin`.
 struct Slots {
-    std::int64_t shared_end, begin;
-    std::int64_t operator()(std::int64_t j) const { return j < shared_end ? j : begin + (j - shared_end); }
+    std::int64_t shared_begin, shared_n, begin;
+    std::int64_t operator()(std::int64_t j) const { return j < shared_n ? shared_begin + j : begin + (j - shared_n); }
 };
+
+// A score as the model family wants it: scaled, then soft-capped (Gemma 2).
+inline float shaped(float dot, float scale, float softcap) {
+    const float s = dot * scale;
+    return softcap > 0.0f ? std::tanh(s / softcap) * softcap : s;
+}
 
 // ---- scalar twin ----------------------------------------------------------------------
 template <typename T>
 void head_scalar(const float* q, const T* kh, const T* vh, std::int64_t D, std::int64_t L, Slots slot, float scale,
-                 float* p, float* acc, T* out) {
+                 float softcap, float* p, float* acc, T* out) {
     float m = -INFINITY;
     for (std::int64_t j = 0; j < L; ++j) {
         const T* k = kh + slot(j) * D;
         float lane[8] = {};
         for (std::int64_t d = 0; d < D; ++d) lane[d % 8] = std::fma(q[d], wide(k[d]), lane[d % 8]);
-        p[j] = tree8(lane) * scale;
+        p[j] = shaped(tree8(lane), scale, softcap);
         m = std::max(m, p[j]);
     }
     float sum = 0.0f;
@@ -81,7 +88,7 @@ KEV_AVX2 inline __m256 load8(const T* p) {
 
 template <typename T>
 KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D, std::int64_t L, Slots slot,
-                        float scale, float* p, float* acc, T* out) {
+                        float scale, float softcap, float* p, float* acc, T* out) {
     float m = -INFINITY;
     alignas(32) float lane[8];
     // Four keys at a time: four independent FMA chains instead of one waiting on itself;
@@ -96,7 +103,7 @@ KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D
         }
         for (int i = 0; i < 4; ++i) {
             _mm256_store_ps(lane, a[i]);
-            p[j + i] = tree8(lane) * scale;
+            p[j + i] = shaped(tree8(lane), scale, softcap);
             m = std::max(m, p[j + i]);
         }
     }
@@ -105,7 +112,7 @@ KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D
         __m256 a = _mm256_setzero_ps();
         for (std::int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(k + d), a);
         _mm256_store_ps(lane, a);
-        p[j] = tree8(lane) * scale;
+        p[j] = shaped(tree8(lane), scale, softcap);
         m = std::max(m, p[j]);
     }
     j = 0;
@@ -145,7 +152,7 @@ bool use_avx2(std::int64_t D) {
 const char* attention_rows_kernel(std::int64_t head_dim) { return use_avx2(head_dim) ? "avx2" : "scalar"; }
 
 at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                       const std::vector<ForwardBatch::RowRead>& reads) {
+                       const std::vector<ForwardBatch::RowRead>& reads, const RowAttention& options) {
     const std::int64_t H = q.size(1), D = q.size(2), KVH = keys.size(0), G = H / KVH;
     const std::int64_t n = q.size(0);
     if (static_cast<std::int64_t>(reads.size()) != n) throw Error(ErrorCode::InvalidArgument, "attend_rows: one read per row");
@@ -153,7 +160,27 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
         throw Error(ErrorCode::InvalidArgument, "attend_rows: q [S, H, D] and contiguous caches of q's dtype");
     at::Tensor out = at::empty({n, H * D}, q.options());  // [n, H * D]
     const std::int64_t slots = keys.size(1), qs0 = q.stride(0), qs1 = q.stride(1);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    const float scale = options.scale > 0.0f ? options.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    const float softcap = options.softcap;
+    const std::int64_t W = options.window;
+    if (W > 0 && (!options.row_positions || !options.slot_positions))
+        throw Error(ErrorCode::InvalidArgument, "attend_rows: a window needs row and slot positions");
+    // Each row's slots: with a window, the tail of each span within it.
+    std::vector<Slots> row_slots(static_cast<std::size_t>(n));
+    std::vector<std::int64_t> row_len(static_cast<std::size_t>(n));
+    for (std::int64_t r = 0; r < n; ++r) {
+        const ForwardBatch::RowRead& rd = reads[static_cast<std::size_t>(r)];
+        std::int64_t shared_begin = 0, begin = rd.begin;
+        if (W > 0) {
+            const std::int64_t oldest = options.row_positions[r] - W;  // positions <= oldest are out
+            const std::int64_t* sp = options.slot_positions;
+            auto after = [oldest](std::int64_t pos) { return pos <= oldest; };
+            shared_begin = std::partition_point(sp, sp + rd.shared_end, after) - sp;
+            begin = std::partition_point(sp + rd.begin, sp + rd.end, after) - sp;
+        }
+        row_slots[static_cast<std::size_t>(r)] = Slots{shared_begin, rd.shared_end - shared_begin, begin};
+        row_len[static_cast<std::size_t>(r)] = (rd.shared_end - shared_begin) + (rd.end - begin);
+    }
     const bool avx2 = use_avx2(D);
     with_row_dtype(q.scalar_type(), [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
@@ -165,17 +192,16 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
             std::vector<float> p, acc(static_cast<std::size_t>(D)), qf(static_cast<std::size_t>(D));
             for (std::int64_t t = t0; t < t1; ++t) {
                 const std::int64_t r = t / H, h = t % H;
-                const ForwardBatch::RowRead& rd = reads[static_cast<std::size_t>(r)];
-                const std::int64_t L = rd.shared_end + (rd.end - rd.begin);
+                const std::int64_t L = row_len[static_cast<std::size_t>(r)];
                 const T* qr = qp + r * qs0 + h * qs1;
                 for (std::int64_t d = 0; d < D; ++d) qf[static_cast<std::size_t>(d)] = wide(qr[d]);
                 p.resize(static_cast<std::size_t>(std::max<std::int64_t>(L, 1)));
                 const T* kh = kp + (h / G) * slots * D;
                 const T* vh = vp + (h / G) * slots * D;
                 T* o = op + r * H * D + h * D;
-                const Slots slot{rd.shared_end, rd.begin};
-                if (avx2) head_avx2<T>(qf.data(), kh, vh, D, L, slot, scale, p.data(), acc.data(), o);
-                else head_scalar<T>(qf.data(), kh, vh, D, L, slot, scale, p.data(), acc.data(), o);
+                const Slots slot = row_slots[static_cast<std::size_t>(r)];
+                if (avx2) head_avx2<T>(qf.data(), kh, vh, D, L, slot, scale, softcap, p.data(), acc.data(), o);
+                else head_scalar<T>(qf.data(), kh, vh, D, L, slot, scale, softcap, p.data(), acc.data(), o);
             }
         });
     });

@@ -1,5 +1,6 @@
 #include "kev/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
@@ -165,6 +166,8 @@ const char* to_string(Arch arch) {
         case Arch::Qwen3: return "qwen3";
         case Arch::Mistral: return "mistral";
         case Arch::Phi3: return "phi3";
+        case Arch::Gemma2: return "gemma2";
+        case Arch::Gemma3: return "gemma3";
     }
     return "?";
 }
@@ -181,9 +184,33 @@ const char* to_string(RopeScalingKind kind) {
 std::int64_t ModelConfig::parameter_count() const {
     const std::int64_t attn = hidden_size * (q_size() + 2 * kv_size()) + q_size() * hidden_size;
     const std::int64_t mlp = 3 * hidden_size * intermediate_size;
-    const std::int64_t per_layer = attn + mlp + 2 * hidden_size;
+    const std::int64_t norms = (gemma_norms ? 4 : 2) * hidden_size + (qk_norm ? 2 * head_dim : 0);
+    const std::int64_t per_layer = attn + mlp + norms;
     const std::int64_t embed = vocab_size * hidden_size;
     return num_layers * per_layer + embed * (tie_word_embeddings ? 1 : 2) + hidden_size;
+}
+
+std::string ModelConfig::describe_features() const {
+    std::string s = to_string(arch);
+    auto add = [&](const std::string& f) { s += ", " + f; };
+    if (sliding_window > 0) {
+        std::int64_t n = num_layers;
+        if (!windowed_layers.empty()) n = std::count(windowed_layers.begin(), windowed_layers.end(), std::uint8_t(1));
+        add("sliding window " + std::to_string(sliding_window) + " on " +
+            (n == num_layers ? std::string("every layer") : std::to_string(n) + " of " + std::to_string(num_layers) + " layers"));
+    }
+    if (rope_local_theta > 0.0) add("windowed layers' RoPE base " + num(rope_local_theta));
+    if (attn_softcap > 0.0) add("attention soft-cap " + num(attn_softcap));
+    if (final_softcap > 0.0) add("final logit soft-cap " + num(final_softcap));
+    if (gemma_norms) add("(1 + w) RMSNorm before and after attention and MLP");
+    if (activation == Activation::GeluTanh) add("GeGLU (gelu-tanh)");
+    if (scale_embeddings) add("embeddings x sqrt(hidden)");
+    if (query_scale > 0.0) add("query scale " + num(query_scale));
+    if (qk_norm) add("q/k norm");
+    if (qkv_bias) add("q/k/v bias");
+    if (fused_qkv) add("fused qkv");
+    if (tie_word_embeddings) add("tied head");
+    return s;
 }
 
 void validate(const ModelConfig& c) {
@@ -213,6 +240,13 @@ void validate(const ModelConfig& c) {
         bad(key_name(c, "rope_theta") + " " + num(c.rope_theta) + " must be a positive finite number");
     if (!std::isfinite(c.rope_scaling.factor) || !(c.rope_scaling.factor > 0.0))
         bad("rope scaling factor " + num(c.rope_scaling.factor) + " must be a positive finite number");
+    if (c.sliding_window < 0) bad("sliding_window " + std::to_string(c.sliding_window) + " must be positive or null");
+    if (!c.windowed_layers.empty() && static_cast<std::int64_t>(c.windowed_layers.size()) != c.num_layers)
+        bad("layer_types lists " + std::to_string(c.windowed_layers.size()) + " layers, the model has " +
+            std::to_string(c.num_layers));
+    for (const auto& [v, name] : {std::pair{c.query_scale, "query_pre_attn_scalar"}, {c.attn_softcap, "attn_logit_softcapping"},
+                                  {c.final_softcap, "final_logit_softcapping"}, {c.rope_local_theta, "rope_local_base_freq"}})
+        if (!std::isfinite(v) || v < 0.0) bad(std::string(name) + " " + num(v) + " must be a positive finite number or null");
     validate_token_ids(c, c.bos_token_ids, "bos_token_id", c.source);
     validate_token_ids(c, c.eos_token_ids, "eos_token_id", c.source);
 }
@@ -252,8 +286,15 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
     else if (model_type == "qwen3") c.arch = Arch::Qwen3;
     else if (model_type == "mistral") c.arch = Arch::Mistral;
     else if (model_type == "phi3") c.arch = Arch::Phi3;
+    else if (model_type == "gemma2") c.arch = Arch::Gemma2;
+    else if (model_type == "gemma3_text") c.arch = Arch::Gemma3;
+    else if (model_type == "gemma3")
+        fail(ErrorCode::Unsupported, source,
+             "model_type 'gemma3' is Gemma 3's image-and-text checkpoint; Kev opens the text model (model_type "
+             "gemma3_text, e.g. gemma-3-1b) or a GGUF of it");
     else fail(ErrorCode::Unsupported, source,
-              "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3, mistral, phi3)");
+              "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3, mistral, phi3, gemma2, gemma3_text)");
+    const bool gemma = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3;
 
     c.hidden_size = require_int(j, "hidden_size", source);
     c.num_layers = require_int(j, "num_hidden_layers", source);
@@ -265,20 +306,59 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
     c.vocab_size = require_int(j, "vocab_size", source);
     c.max_positions = optional_int(j, "max_position_embeddings", 2048, source);
     c.rms_norm_eps = optional_float(j, "rms_norm_eps", 1e-6, source);
-    c.tie_word_embeddings = optional_bool(j, "tie_word_embeddings", false, source);
+    c.tie_word_embeddings = optional_bool(j, "tie_word_embeddings", gemma, source);
 
-    const std::string act = optional_string(j, "hidden_act", "silu", source);
-    if (act != "silu") fail(ErrorCode::Unsupported, source, "hidden_act '" + act + "' is not supported (silu)");
+    if (gemma) {
+        // Gemma writes hidden_activation (older folders hidden_act, which it ignores when both are there).
+        const std::string act = optional_string(j, "hidden_activation", optional_string(j, "hidden_act", "gelu_pytorch_tanh", source), source);
+        if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
+            fail(ErrorCode::Unsupported, source, "hidden_activation '" + act + "' is not supported (gelu_pytorch_tanh)");
+        c.activation = Activation::GeluTanh;
+        c.gemma_norms = c.scale_embeddings = true;
+        c.qk_norm = c.arch == Arch::Gemma3;
+        const double qpas = optional_float(j, "query_pre_attn_scalar", static_cast<double>(c.head_dim), source);
+        if (!(qpas > 0.0) || !std::isfinite(qpas))
+            fail(ErrorCode::Format, source, "query_pre_attn_scalar " + num(qpas) + " must be a positive number");
+        c.query_scale = 1.0 / std::sqrt(qpas);
+        c.attn_softcap = optional_float(j, "attn_logit_softcapping", 0.0, source);
+        c.final_softcap = optional_float(j, "final_logit_softcapping", 0.0, source);
+        if (optional_bool(j, "use_bidirectional_attention", false, source))
+            fail(ErrorCode::Unsupported, source, "use_bidirectional_attention (an encoder Gemma) is not supported");
+        c.sliding_window = optional_int(j, "sliding_window", 0, source);
+        // Clamped: an absurd layer count is reported by validate(), not allocated here.
+        c.windowed_layers.assign(static_cast<std::size_t>(std::clamp<std::int64_t>(c.num_layers, 0, 1 << 10)), 0);
+        auto lt = j.find("layer_types");
+        if (lt != j.end() && !lt->is_null()) {
+            if (!lt->is_array() || static_cast<std::int64_t>(lt->size()) != c.num_layers ||
+                lt->size() != c.windowed_layers.size())
+                fail(ErrorCode::Format, source, "layer_types must list one type per layer (" + std::to_string(c.num_layers) + ")");
+            for (std::size_t i = 0; i < lt->size(); ++i) {
+                const json& t = (*lt)[i];
+                if (t == "sliding_attention") c.windowed_layers[i] = 1;
+                else if (t != "full_attention")
+                    fail(ErrorCode::Unsupported, source, "layer_types[" + std::to_string(i) + "] = " + t.dump() +
+                                                             " is not supported (sliding_attention, full_attention)");
+            }
+        } else {
+            // Before layer_types: Gemma 2 alternates (layer 0 windowed); Gemma 3 has
+            // sliding_window_pattern (6): every 6th layer global.
+            const std::int64_t pattern = c.arch == Arch::Gemma2 ? 2 : optional_int(j, "sliding_window_pattern", 6, source);
+            if (pattern <= 0) fail(ErrorCode::Format, source, "sliding_window_pattern must be positive");
+            for (std::size_t i = 0; i < c.windowed_layers.size(); ++i) c.windowed_layers[i] = (i + 1) % pattern != 0;
+        }
+    } else {
+        const std::string act = optional_string(j, "hidden_act", "silu", source);
+        if (act != "silu") fail(ErrorCode::Unsupported, source, "hidden_act '" + act + "' is not supported (silu)");
+    }
     if (optional_bool(j, "mlp_bias", false, source))
         fail(ErrorCode::Unsupported, source, "mlp_bias is not supported");
     if (optional_bool(j, "use_sliding_window", false, source))
         fail(ErrorCode::Unsupported, source, "sliding-window attention is not supported");
-    // Mistral's and Phi-3's window applies whenever it is set (Qwen2 writes one but
-    // switches it off with use_sliding_window, above). Cards are held to it: see ModelConfig.
+    // Mistral's and Phi-3's window applies to every layer whenever it is set (Qwen2 writes
+    // one but switches it off with use_sliding_window, above).
     if (c.arch == Arch::Mistral || c.arch == Arch::Phi3) {
         c.sliding_window = optional_int(j, "sliding_window", 0, source);
         if (c.sliding_window < 0) fail(ErrorCode::Format, source, "sliding_window must be positive or null");
-        if (c.sliding_window > 0 && c.sliding_window < c.max_positions) c.max_positions = c.sliding_window;
     }
     if (optional_int(j, "pretraining_tp", 1, source) != 1)
         fail(ErrorCode::Unsupported, source, "pretraining_tp != 1 is not supported");
@@ -300,6 +380,10 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
             c.qkv_bias = c.o_bias = attention_bias;
             c.fused_qkv = c.fused_gate_up = true;
             break;
+        case Arch::Gemma2:
+        case Arch::Gemma3:
+            c.qkv_bias = c.o_bias = attention_bias;
+            break;
     }
     // Phi-4-mini rotates only part of each head (transformers 5 writes the factor into
     // rope_parameters, older folders at the top); Kev's RoPE turns whole heads.
@@ -316,14 +400,33 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
     std::string rope_type;
     const json* rope_params = nullptr;
     c.rope_theta = optional_float(j, "rope_theta", 10000.0, source);
+    // Where the (global layers') RoPE settings are: the top level and "rope_scaling", or
+    // "rope_parameters"; Gemma 3 in transformers >= 5 keeps one entry per layer type there.
+    std::vector<const json*> rope_sources;
     for (const char* key : {"rope_parameters", "rope_scaling"}) {
         auto it = j.find(key);
         if (it == j.end() || it->is_null()) continue;
         if (!it->is_object()) fail(ErrorCode::Format, source, std::string("key '") + key + "' is not an object");
-        rope_params = &*it;
-        if (it->contains("rope_theta")) c.rope_theta = optional_float(*it, "rope_theta", c.rope_theta, source);
-        std::string t = optional_string(*it, "rope_type", std::string(), source);
-        if (t.empty()) t = optional_string(*it, "type", std::string(), source);
+        rope_sources.push_back(&*it);
+    }
+    if (c.arch == Arch::Gemma3) {
+        c.rope_local_theta = optional_float(j, "rope_local_base_freq", 10000.0, source);
+        for (const json*& where : rope_sources) {
+            if (!where->contains("full_attention")) continue;
+            const json& local = where->value("sliding_attention", json::object());
+            if (!local.is_object()) fail(ErrorCode::Format, source, "rope_parameters.sliding_attention is not an object");
+            c.rope_local_theta = optional_float(local, "rope_theta", c.rope_local_theta, source);
+            if (const std::string t = optional_string(local, "rope_type", "default", source); t != "default")
+                fail(ErrorCode::Unsupported, source, "rope scaling '" + t + "' on the windowed layers is not supported");
+            where = &(*where)["full_attention"];
+            if (!where->is_object()) fail(ErrorCode::Format, source, "rope_parameters.full_attention is not an object");
+        }
+    }
+    for (const json* where : rope_sources) {
+        rope_params = where;
+        if (where->contains("rope_theta")) c.rope_theta = optional_float(*where, "rope_theta", c.rope_theta, source);
+        std::string t = optional_string(*where, "rope_type", std::string(), source);
+        if (t.empty()) t = optional_string(*where, "type", std::string(), source);
         if (!t.empty() && t != "default") rope_type = t;
     }
     if (rope_params) c.rope_scaling = rope_scaling_from(rope_type, *rope_params, c.max_positions, source);
@@ -366,8 +469,10 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     else if (arch == "qwen2") c.arch = Arch::Qwen2;
     else if (arch == "qwen3") c.arch = Arch::Qwen3;
     else if (arch == "phi3") c.arch = Arch::Phi3;
+    else if (arch == "gemma2") c.arch = Arch::Gemma2;
+    else if (arch == "gemma3") c.arch = Arch::Gemma3;
     else fail(ErrorCode::Unsupported, source,
-              "general.architecture '" + arch + "' is not supported (llama, qwen2, qwen3, phi3)");
+              "general.architecture '" + arch + "' is not supported (llama, qwen2, qwen3, phi3, gemma2, gemma3)");
 
     auto need = [&](const std::string& key) {
         auto v = g.get_int(arch + "." + key);
@@ -415,9 +520,28 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
     c.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
     c.fused_qkv = c.fused_gate_up = c.arch == Arch::Phi3;  // attn_qkv; ffn_up holds gate | up
-    if (auto w = g.get_int(arch + ".attention.sliding_window"); w && *w > 0) {
-        c.sliding_window = *w;
-        if (c.sliding_window < c.max_positions) c.max_positions = c.sliding_window;
+    if (auto w = g.get_int(arch + ".attention.sliding_window"); w && *w > 0) c.sliding_window = *w;
+    if (c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) {
+        // llama.cpp's reading of these files: norms stored as 1 + weight already (the
+        // loader keeps them), windowed layers by a fixed pattern (Gemma 2: every other
+        // layer from layer 0; Gemma 3: five of six) unless the file gives one, the windowed
+        // layers' RoPE base 10000, and queries scaled by the head size (by hidden / heads for
+        // the 27B models, told apart by their layer count).
+        c.gemma_norms = c.scale_embeddings = true;
+        c.activation = Activation::GeluTanh;
+        c.attn_softcap = g.get_float(arch + ".attn_logit_softcapping").value_or(0.0);
+        c.final_softcap = g.get_float(arch + ".final_logit_softcapping").value_or(0.0);
+        const bool big = c.num_layers == (c.arch == Arch::Gemma2 ? 46 : 62);
+        c.query_scale = 1.0 / std::sqrt(static_cast<double>(big ? c.hidden_size / c.num_heads : c.head_dim));
+        const std::int64_t pattern =
+            g.get_int(arch + ".attention.sliding_window_pattern").value_or(c.arch == Arch::Gemma2 ? 2 : 6);
+        if (pattern <= 0 || pattern > (1 << 11))
+            fail(ErrorCode::Format, source, arch + ".attention.sliding_window_pattern " + std::to_string(pattern) +
+                                                " must be in 1..2048");
+        c.windowed_layers.assign(static_cast<std::size_t>(std::clamp<std::int64_t>(c.num_layers, 0, 1 << 10)), 0);
+        for (std::size_t i = 0; i < c.windowed_layers.size(); ++i)
+            c.windowed_layers[i] = static_cast<std::int64_t>(i) % pattern < pattern - 1;
+        if (c.arch == Arch::Gemma3) c.rope_local_theta = g.get_float(arch + ".rope.freq_base_swa").value_or(10000.0);
     }
     if (auto v = g.get_int("tokenizer.ggml.bos_token_id")) c.bos_token_ids = {*v};
     if (auto v = g.get_int("tokenizer.ggml.eos_token_id")) c.eos_token_ids = {*v};

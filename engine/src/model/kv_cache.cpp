@@ -1,5 +1,8 @@
 #include "kev/kv_cache.h"
 
+#include <algorithm>
+#include <new>
+
 #include <ATen/ATen.h>
 
 #include "kev/error.h"
@@ -11,10 +14,13 @@ KvCache::KvCache(const ModelConfig& config, std::int64_t slots, Device device, D
     if (slots <= 0) throw Error(ErrorCode::InvalidArgument, "KV cache: slot count must be positive, got " + std::to_string(slots));
     const auto opts = tensor_options(device, dtype);
     try {
+        positions_.assign(static_cast<std::size_t>(slots), -1);
         for (std::int64_t l = 0; l < config.num_layers; ++l) {
             keys_.push_back(at::zeros({config.num_kv_heads, slots, config.head_dim}, opts));
             values_.push_back(at::zeros({config.num_kv_heads, slots, config.head_dim}, opts));
         }
+    } catch (const std::bad_alloc&) {
+        throw Error(ErrorCode::OutOfMemory, "KV cache of " + std::to_string(slots) + " slots could not be allocated");
     } catch (const c10::Error& e) {
         keys_.clear();
         values_.clear();
@@ -47,6 +53,8 @@ void KvCache::copy_slots(std::int64_t src_begin, std::int64_t dst_begin, std::in
             t.narrow(1, dst_begin, count).copy_(t.narrow(1, src_begin, count).clone());
         }
     }
+    const std::vector<std::int64_t> moved(positions_.begin() + src_begin, positions_.begin() + src_begin + count);
+    std::copy(moved.begin(), moved.end(), positions_.begin() + dst_begin);
 }
 
 void KvCache::clear_slots(std::int64_t begin, std::int64_t end) {
@@ -56,6 +64,7 @@ void KvCache::clear_slots(std::int64_t begin, std::int64_t end) {
                                                     std::to_string(slots_) + " slots");
     for (auto* side : {&keys_, &values_})
         for (auto& t : *side) t.narrow(1, begin, end - begin).zero_();
+    std::fill(positions_.begin() + begin, positions_.begin() + end, -1);
 }
 
 }  // namespace kev

@@ -47,11 +47,34 @@ at::Tensor rope_inverse_frequencies(const ModelConfig& c, const at::Tensor& gguf
 
 // RMSNorm as transformers computes it: in fp32, cast back, then scaled. The CPU runs the
 // row kernel (rowwise.h: a row's result never depends on the rest of the batch).
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-    if (x.device().is_cpu()) return rms_norm_rows(x, weight, eps);
+// Gemma (fp32_product): the fp32 normalised row times the fp32 (1 + w), rounded once.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, bool fp32_product = false) {
+    if (x.device().is_cpu()) return rms_norm_rows(x, weight, eps, fp32_product);
     at::Tensor h = x.to(at::kFloat);
     h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    if (fp32_product) return (h * weight).to(x.scalar_type());
     return weight * h.to(x.scalar_type());
+}
+
+// Attention off the row kernel: SDPA, or written out where SDPA cannot say it (Gemma 2's
+// soft-capped scores), as transformers' eager attention does: scores in the working dtype,
+// softmax in fp32. q [B, H, S, D], keys/values [B, KVH, L, D], mask bool broadcast to
+// [B, H, S, L] (undefined with causal).
+at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const at::Tensor& mask,
+                     bool causal, double scale, double softcap) {
+    if (softcap <= 0.0)
+        return at::scaled_dot_product_attention(q, keys, values, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
+                                                0.0, causal, scale, /*enable_gqa=*/true);
+    const std::int64_t G = q.size(1) / keys.size(1);
+    const at::Tensor k = G > 1 ? keys.repeat_interleave(G, 1) : keys;
+    const at::Tensor v = G > 1 ? values.repeat_interleave(G, 1) : values;
+    at::Tensor w = at::matmul(q, k.transpose(-2, -1)) * scale;
+    w = at::tanh(w / softcap) * softcap;
+    at::Tensor visible = mask;
+    if (causal) visible = at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril(k.size(2) - q.size(2));
+    if (visible.defined()) w = w.masked_fill(visible.logical_not(), -INFINITY);
+    w = at::softmax(w, -1, at::kFloat).to(q.scalar_type());
+    return at::matmul(w, v);
 }
 
 at::Tensor rotate_half(const at::Tensor& x) {
@@ -114,6 +137,12 @@ Model::Model(ModelConfig config, ModelWeights weights, Device device, DType dtyp
     : config_(std::move(config)), weights_(std::move(weights)), device_(device), dtype_(dtype) {
     validate(config_);
     inv_freq_ = rope_inverse_frequencies(config_, weights_.rope_freq_divisors).to(torch_device(device_));
+    if (config_.rope_local_theta > 0.0) {
+        ModelConfig local = config_;  // Gemma 3's windowed layers: their own base, unscaled
+        local.rope_theta = config_.rope_local_theta;
+        local.rope_scaling = RopeScaling{};
+        inv_freq_local_ = rope_inverse_frequencies(local, at::Tensor()).to(torch_device(device_));
+    }
 }
 
 KvCache Model::make_cache(std::int64_t slots) const { return KvCache(config_, slots, device_, dtype_); }
@@ -168,6 +197,9 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             if (!(v >= 0.0f && v <= kMaxLoraScale)) bad_batch("a LoRA scale is outside [0, 2]");
     }
 
+    // The batch is good: its rows' positions go with their slots (windows read them).
+    for (std::int64_t r = 0; r < S; ++r) cache.set_slot_position(b.slots[r], b.positions[r]);
+
     c10::InferenceMode inference;
     const at::Device dev = torch_device(device_);
     const at::ScalarType dt = scalar_type(dtype_);
@@ -209,8 +241,10 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             runs.push_back({r, 1, rd.shared_end, rd.begin, rd.end, {}});
         }
     }
-    const bool by_runs = by_reads && !cpu && static_cast<std::int64_t>(runs.size()) < S;
-    at::Tensor mask, gather, valid;
+    // Runs attend causally over whole spans: not with a window or a soft-cap (those go by the gather path).
+    const bool any_window = c.sliding_window > 0;
+    const bool by_runs = by_reads && !cpu && !any_window && c.attn_softcap <= 0.0 && static_cast<std::int64_t>(runs.size()) < S;
+    at::Tensor mask, gather, valid, window_mask, window_valid;
     if (rows_kernel) {
         // nothing to prepare: the reads are the kernel's input
     } else if (by_runs) {
@@ -227,6 +261,13 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     } else if (!by_reads) {
         mask = at::from_blob(const_cast<std::uint8_t*>(b.mask.data()), {S, K}, at::kByte)
                    .to(dev, at::kBool, false, true);  // [S, K]
+        if (any_window) {
+            std::vector<std::uint8_t> m(b.mask);
+            const auto& sp = cache.slot_positions();
+            for (std::int64_t r = 0; r < S; ++r)
+                for (std::int64_t j = 0; j < K; ++j) m[r * K + j] &= b.positions[r] - sp[j] < c.sliding_window;
+            window_mask = at::from_blob(m.data(), {S, K}, at::kByte).to(dev, at::kBool, false, true);
+        }
     } else {
         std::int64_t L = 1;
         for (const auto& rd : b.reads) L = std::max(L, rd.shared_end + rd.end - rd.begin);
@@ -241,19 +282,35 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         }
         gather = from_vector(idx, dev);  // [S * L]
         valid = at::from_blob(ok.data(), {S, 1, 1, L}, at::kByte).to(dev, at::kBool, false, true);
+        if (any_window) {
+            const auto& sp = cache.slot_positions();
+            for (std::int64_t r = 0; r < S; ++r)
+                for (std::int64_t j = 0; j < L; ++j) ok[r * L + j] &= b.positions[r] - sp[idx[r * L + j]] < c.sliding_window;
+            window_valid = at::from_blob(ok.data(), {S, 1, 1, L}, at::kByte).to(dev, at::kBool, false, true);
+        }
     }
 
     // RoPE tables, fp32 then cast, as transformers does (CPU: per row, rowwise.h).
-    RopeTable rope;
-    at::Tensor cos, sin;  // [S, 1, D] off the CPU
-    if (cpu) {
-        rope = rope_table(b.positions, inv_freq_);
-    } else {
-        const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq_.unsqueeze(0);  // [S, D/2]
-        const at::Tensor emb = at::cat({freqs, freqs}, -1);                                          // [S, D]
-        cos = emb.cos().to(dt).unsqueeze(1);
-        sin = emb.sin().to(dt).unsqueeze(1);
+    // Gemma 3's windowed layers have their own table (index 1).
+    RopeTable rope[2];
+    at::Tensor cos[2], sin[2];  // [S, 1, D] off the CPU
+    for (int t = 0; t < (inv_freq_local_.defined() ? 2 : 1); ++t) {
+        const at::Tensor& inv = t ? inv_freq_local_ : inv_freq_;
+        if (cpu) {
+            rope[t] = rope_table(b.positions, inv);
+        } else {
+            const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv.unsqueeze(0);  // [S, D/2]
+            const at::Tensor emb = at::cat({freqs, freqs}, -1);                                    // [S, D]
+            cos[t] = emb.cos().to(dt).unsqueeze(1);
+            sin[t] = emb.sin().to(dt).unsqueeze(1);
+        }
     }
+    const double scale = c.query_scale > 0.0 ? c.query_scale : 1.0 / std::sqrt(static_cast<double>(D));
+    RowAttention row_attention;
+    row_attention.scale = static_cast<float>(scale);
+    row_attention.softcap = static_cast<float>(c.attn_softcap);
+    row_attention.row_positions = b.positions.data();
+    row_attention.slot_positions = cache.slot_positions().data();
 
     // Unmerged LoRA: each row's scale x alpha/r, [S, 1]; inactive when no row uses it.
     LoraRows lora;
@@ -262,24 +319,31 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
                       lora_->config.scaling()).to(dev, dt);
     }
 
+    const bool gemma = c.gemma_norms;
     at::Tensor x = at::embedding(weights_.embed, tokens);  // [S, hidden]
+    // Gemma: x sqrt(hidden), the factor rounded to the working dtype first (as transformers).
+    if (c.scale_embeddings) x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), at::TensorOptions().dtype(dt));
     for (std::int64_t l = 0; l < c.num_layers; ++l) {
         const LayerWeights& w = weights_.layers[l];
-        at::Tensor h = rms_norm(x, w.attn_norm, c.rms_norm_eps);
+        const bool windowed = c.layer_windowed(l);
+        // Gemma 3's local layers turn by their own base, window or not.
+        const bool local = !c.windowed_layers.empty() && c.windowed_layers[static_cast<std::size_t>(l)];
+        const int rt = local && inv_freq_local_.defined() ? 1 : 0;
+        at::Tensor h = rms_norm(x, w.attn_norm, c.rms_norm_eps, gemma);
         const at::Tensor qkv = w.qkv(h, lora);                // [S, qs + 2 kvs]
         at::Tensor q = qkv.narrow(1, 0, qs).view({S, H, D});  // [S, H, D]
         at::Tensor k = qkv.narrow(1, qs, kvs).view({S, KVH, D});
         const at::Tensor v = qkv.narrow(1, qs + kvs, kvs).view({S, KVH, D});
         if (c.qk_norm) {
-            q = rms_norm(q, w.q_norm, c.rms_norm_eps);
-            k = rms_norm(k, w.k_norm, c.rms_norm_eps);
+            q = rms_norm(q, w.q_norm, c.rms_norm_eps, gemma);
+            k = rms_norm(k, w.k_norm, c.rms_norm_eps, gemma);
         }
         if (cpu) {
-            apply_rope_rows(q, rope);
-            apply_rope_rows(k, rope);
+            apply_rope_rows(q, rope[rt]);
+            apply_rope_rows(k, rope[rt]);
         } else {
-            q = q * cos + rotate_half(q) * sin;
-            k = k * cos + rotate_half(k) * sin;
+            q = q * cos[rt] + rotate_half(q) * sin[rt];
+            k = k * cos[rt] + rotate_half(k) * sin[rt];
         }
 
         at::Tensor& cache_k = cache.keys(l);  // [KVH, slots, D]
@@ -288,7 +352,8 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         cache_v.index_copy_(1, slots, v.transpose(0, 1));
         at::Tensor a;
         if (rows_kernel) {
-            a = attend_rows(q, cache_k, cache_v, b.reads);  // [S, qs]
+            row_attention.window = windowed ? c.sliding_window : 0;
+            a = attend_rows(q, cache_k, cache_v, b.reads, row_attention);  // [S, qs]
         } else if (by_runs) {
             std::vector<at::Tensor> parts;
             for (const Run& run : runs) {
@@ -299,40 +364,51 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
                     keys = at::cat({cache_k.narrow(1, 0, run.shared_end), keys}, 1);
                     values = at::cat({cache_v.narrow(1, 0, run.shared_end), values}, 1);
                 }
-                const at::Tensor out = at::scaled_dot_product_attention(
-                    qr, keys.unsqueeze(0), values.unsqueeze(0),
-                    run.mask.defined() ? std::optional<at::Tensor>(run.mask) : std::nullopt, 0.0,
-                    /*is_causal=*/!run.mask.defined(), std::nullopt, /*enable_gqa=*/true);  // [1, H, R, D]
+                const at::Tensor out = attention(qr, keys.unsqueeze(0), values.unsqueeze(0), run.mask,
+                                                 /*causal=*/!run.mask.defined(), scale, c.attn_softcap);  // [1, H, R, D]
                 parts.push_back(out.squeeze(0).transpose(0, 1).reshape({run.rows, qs}));
             }
             a = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
         } else if (!by_reads) {
             const at::Tensor keys = cache_k.narrow(1, 0, K).unsqueeze(0);    // [1, KVH, K, D]
             const at::Tensor values = cache_v.narrow(1, 0, K).unsqueeze(0);  // [1, KVH, K, D]
-            a = at::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), keys, values, mask, 0.0, false,
-                                                 std::nullopt, /*enable_gqa=*/true);  // [1, H, S, D]
+            a = attention(q.transpose(0, 1).unsqueeze(0), keys, values, windowed ? window_mask : mask, false, scale,
+                          c.attn_softcap);  // [1, H, S, D]
             a = a.squeeze(0).transpose(0, 1).reshape({S, qs});
         } else {
             const std::int64_t L = valid.size(3);
             // [KVH, S*L, D] -> [S, KVH, L, D]: each row's own keys/values only.
             const at::Tensor keys = cache_k.index_select(1, gather).view({KVH, S, L, D}).transpose(0, 1);
             const at::Tensor values = cache_v.index_select(1, gather).view({KVH, S, L, D}).transpose(0, 1);
-            a = at::scaled_dot_product_attention(q.unsqueeze(2), keys, values, valid, 0.0, false, std::nullopt,
-                                                 /*enable_gqa=*/true);  // [S, H, 1, D]
+            a = attention(q.unsqueeze(2), keys, values, windowed ? window_valid : valid, false, scale,
+                          c.attn_softcap);  // [S, H, 1, D]
             a = a.reshape({S, qs});
         }
-        x = x + w.o(a, lora);
+        at::Tensor attn_out = w.o(a, lora);
+        if (gemma) attn_out = rms_norm(attn_out, w.post_attn_norm, c.rms_norm_eps, true);
+        x = x + attn_out;
 
-        h = rms_norm(x, w.mlp_norm, c.rms_norm_eps);
+        h = rms_norm(x, w.mlp_norm, c.rms_norm_eps, gemma);
         const at::Tensor gu = w.gate_up(h, lora);  // [S, 2 I]
-        const at::Tensor act = cpu ? silu_gate_rows(gu) : at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I);  // [S, I]
-        x = x + w.down(act, lora);
+        at::Tensor act;                            // [S, I]
+        if (c.activation == Activation::GeluTanh)
+            act = cpu ? gelu_tanh_gate_rows(gu) : at::gelu(gu.narrow(1, 0, I), "tanh") * gu.narrow(1, I, I);
+        else
+            act = cpu ? silu_gate_rows(gu) : at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I);
+        at::Tensor mlp_out = w.down(act, lora);
+        if (gemma) mlp_out = rms_norm(mlp_out, w.post_mlp_norm, c.rms_norm_eps, true);
+        x = x + mlp_out;
     }
     if (b.output_rows.empty()) return at::empty({0, c.vocab_size}, at::TensorOptions().dtype(at::kFloat).device(dev));
     x = x.index_select(0, from_vector(b.output_rows, dev));  // [R, hidden]
-    x = rms_norm(x, weights_.final_norm, c.rms_norm_eps);
+    x = rms_norm(x, weights_.final_norm, c.rms_norm_eps, gemma);
     // CPU: the head's sums in fp32, not rounded to the working dtype first.
-    return cpu ? weights_.lm_head.fp32_out(x) : weights_.lm_head(x).to(at::kFloat);  // [R, V]
+    at::Tensor logits = (cpu ? weights_.lm_head.fp32_out(x) : weights_.lm_head(x).to(at::kFloat)).contiguous();  // [R, V]
+    if (c.final_softcap > 0.0) {
+        if (cpu) softcap_rows(logits, c.final_softcap);
+        else logits = at::tanh(logits / c.final_softcap) * c.final_softcap;
+    }
+    return logits;
 }
 
 }  // namespace kev

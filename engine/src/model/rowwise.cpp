@@ -75,11 +75,31 @@ float kev_exp(float x) {
     return p * scale;
 }
 
-at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight, double eps) {
+at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight, double eps, bool fp32_product) {
     const at::Tensor x = x_in.contiguous();
     const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
     if (weight.numel() != C) throw Error(ErrorCode::InvalidArgument, "rms_norm_rows: weight and row lengths differ");
     at::Tensor out = at::empty_like(x);
+    if (fp32_product) {
+        const at::Tensor w = weight.to(at::kFloat).contiguous();
+        const float e = static_cast<float>(eps);
+        with_row_dtype(x.scalar_type(), [&](auto* tag) {
+            using T = std::remove_pointer_t<decltype(tag)>;
+            const T* xp = x.data_ptr<T>();
+            const float* wp = w.data_ptr<float>();
+            T* op = out.data_ptr<T>();
+            at::parallel_for(0, N, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(C, 1)),
+                             [&](std::int64_t r0, std::int64_t r1) {
+                for (std::int64_t r = r0; r < r1; ++r) {
+                    const T* row = xp + r * C;
+                    const float rs = 1.0f / std::sqrt(dot(row, row, C) / static_cast<float>(C) + e);
+                    T* o = op + r * C;
+                    for (std::int64_t i = 0; i < C; ++i) o[i] = narrow_to<T>(wide(row[i]) * rs * wp[i]);
+                }
+            });
+        });
+        return out;
+    }
     const at::Tensor w = weight.to(x.scalar_type()).contiguous();
     const float e = static_cast<float>(eps);
     with_row_dtype(x.scalar_type(), [&](auto* tag) {
@@ -183,6 +203,38 @@ at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
         });
     });
     return out;
+}
+
+at::Tensor gelu_tanh_gate_rows(const at::Tensor& gu_in) {
+    const at::Tensor gu = gu_in.contiguous();
+    const std::int64_t S = gu.size(0), I = gu.size(1) / 2;
+    at::Tensor out = at::empty({S, I}, gu.options());  // [S, I]
+    const float beta = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
+    with_row_dtype(gu.scalar_type(), [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        const T* gp = gu.data_ptr<T>();
+        T* op = out.data_ptr<T>();
+        at::parallel_for(0, S * I, 8192, [&](std::int64_t e0, std::int64_t e1) {
+            for (std::int64_t e = e0; e < e1; ++e) {
+                const std::int64_t r = e / I, i = e % I;
+                const float g = wide(gp[r * 2 * I + i]);
+                const float inner = beta * (g + kappa * (g * g * g));
+                const T act = narrow_to<T>(0.5f * g * (1.0f + std::tanh(inner)));
+                op[e] = narrow_to<T>(wide(act) * wide(gp[r * 2 * I + I + i]));
+            }
+        });
+    });
+    return out;
+}
+
+void softcap_rows(at::Tensor& x, double cap) {
+    if (x.scalar_type() != at::kFloat || !x.is_contiguous())
+        throw Error(ErrorCode::InvalidArgument, "softcap_rows: a contiguous fp32 tensor");
+    float* p = x.data_ptr<float>();
+    const float c = static_cast<float>(cap);
+    at::parallel_for(0, x.numel(), 16384, [&](std::int64_t e0, std::int64_t e1) {
+        for (std::int64_t e = e0; e < e1; ++e) p[e] = std::tanh(p[e] / c) * c;
+    });
 }
 
 at::Tensor add_scaled_rows(const at::Tensor& y_in, const at::Tensor& update_in, const at::Tensor& scale_in) {

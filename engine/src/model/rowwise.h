@@ -43,7 +43,9 @@ void with_row_dtype(at::ScalarType dtype, Fn&& fn) {
 
 // weight * (x * rsqrt(mean(x^2) + eps)) over the last dimension of x [..., C], in fp32,
 // the normalised row rounded to x's dtype before the weight multiplies it.
-at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double eps);
+// fp32_product (Gemma): weight is fp32 and multiplies the fp32 normalised row, the
+// product rounded once: (x * rsqrt(...) * weight).to(dtype).
+at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double eps, bool fp32_product = false);
 
 // cos and sin of position x inv_freq, [S, D/2] fp32 each (inv_freq [D/2] fp32 on the CPU).
 struct RopeTable {
@@ -57,6 +59,11 @@ void apply_rope_rows(at::Tensor& x, const RopeTable& table);
 
 // gu [S, 2I] (gate | up) -> silu(gate) * up, [S, I], silu rounded to the dtype first.
 at::Tensor silu_gate_rows(const at::Tensor& gu);
+// The same with GELU's tanh form (Gemma's GeGLU): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))),
+// in fp32 per element with the C library's tanh, rounded to the dtype, then times up.
+at::Tensor gelu_tanh_gate_rows(const at::Tensor& gu);
+// x [R, V] fp32 -> cap * tanh(x / cap) in place, element by element (Gemma 2's final soft-cap).
+void softcap_rows(at::Tensor& x, double cap);
 
 // Attention for rows that each read their own slots (attention_rows.cpp): row r's query
 // q [S, H, D] against cache slots [0, reads[r].shared_end) and [reads[r].begin,
@@ -68,8 +75,20 @@ at::Tensor silu_gate_rows(const at::Tensor& gu);
 // with tree8 = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). An AVX2 form (8 lanes:
 // the lanes above) and a scalar twin compute the same bits; prompts and decode, a card
 // alone or in any pack, any split of its prompt into calls: the same numbers.
+//
+// Options (Gemma, Mistral): `scale` replaces 1 / sqrt(D); `softcap` > 0 turns each score
+// into softcap * tanh(score / softcap) before the max; `window` > 0 keeps only the slots
+// whose position (slot_positions) is within window - 1 of the row's (row_positions): the
+// tail of each read span, as positions rise along a span.
+struct RowAttention {
+    float scale = 0.0f;
+    float softcap = 0.0f;
+    std::int64_t window = 0;
+    const std::int64_t* row_positions = nullptr;   // [S], with a window
+    const std::int64_t* slot_positions = nullptr;  // [slots], with a window
+};
 at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                       const std::vector<ForwardBatch::RowRead>& reads);
+                       const std::vector<ForwardBatch::RowRead>& reads, const RowAttention& options = {});
 // The path attend_rows takes for head dim D under the kernel-family ceiling: "avx2" or
 // "scalar" (the AVX2 form needs D a multiple of 8).
 const char* attention_rows_kernel(std::int64_t head_dim);

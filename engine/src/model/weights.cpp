@@ -181,7 +181,7 @@ WeightMemory ModelWeights::memory() const {
     add(final_norm);
     add_linear(lm_head);
     for (const auto& l : layers) {
-        for (const at::Tensor* t : {&l.attn_norm, &l.q_norm, &l.k_norm, &l.mlp_norm}) add(*t);
+        for (const at::Tensor* t : {&l.attn_norm, &l.q_norm, &l.k_norm, &l.mlp_norm, &l.post_attn_norm, &l.post_mlp_norm}) add(*t);
         for (const Linear* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) add_linear(*lin);
     }
     return m;
@@ -270,6 +270,7 @@ private:
 // to "model.layers.{i}." (HF) and "blk.{i}." (GGUF).
 enum class Field {
     AttnNorm, Q, K, V, QKV, QBias, KBias, VBias, QNorm, KNorm, O, OBias, MlpNorm, Gate, Up, GateUp, Down,
+    PostAttnNorm, PostMlpNorm,
 };
 
 struct NameRow {
@@ -296,7 +297,12 @@ constexpr NameRow kLayerNames[] = {
     {Field::Up, "mlp.up_proj.weight", "ffn_up.weight"},
     {Field::GateUp, "mlp.gate_up_proj.weight", "ffn_up.weight"},  // Phi-3: rows gate | up (GGUF too)
     {Field::Down, "mlp.down_proj.weight", "ffn_down.weight"},
+    {Field::PostAttnNorm, "post_attention_layernorm.weight", "post_attention_norm.weight"},  // Gemma
+    {Field::PostMlpNorm, "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},       // Gemma
 };
+// Gemma's pre-MLP norm: Hugging Face names it pre_feedforward_layernorm (its
+// post_attention_layernorm is the norm of the attention output); GGUF keeps ffn_norm.
+constexpr const char* kGemmaHfMlpNorm = "pre_feedforward_layernorm.weight";
 
 struct GlobalNames {
     const char* hf;
@@ -317,13 +323,14 @@ bool field_present(const ModelConfig& c, Field f) {
         case Field::QKV: return c.fused_qkv;
         case Field::Gate: case Field::Up: return !c.fused_gate_up;
         case Field::GateUp: return c.fused_gate_up;
+        case Field::PostAttnNorm: case Field::PostMlpNorm: return c.gemma_norms;
         default: return true;
     }
 }
 
 std::vector<std::int64_t> field_shape(const ModelConfig& c, Field f) {
     switch (f) {
-        case Field::AttnNorm: case Field::MlpNorm: return {c.hidden_size};
+        case Field::AttnNorm: case Field::MlpNorm: case Field::PostAttnNorm: case Field::PostMlpNorm: return {c.hidden_size};
         case Field::Q: return {c.q_size(), c.hidden_size};
         case Field::K: case Field::V: return {c.kv_size(), c.hidden_size};
         case Field::QKV: return {c.q_size() + 2 * c.kv_size(), c.hidden_size};
@@ -362,7 +369,7 @@ public:
         check_all();
         check_finite();
         w.embed = take(global(kEmbedName), {c_.vocab_size, c_.hidden_size});
-        w.final_norm = take(global(kFinalNormName), {c_.hidden_size});
+        w.final_norm = norm(global(kFinalNormName), c_.hidden_size);
         if (c_.tie_word_embeddings) {
             w.lm_head.weight = w.embed;
             unused_.erase(global(kLmHeadName));  // some tied checkpoints store a duplicate
@@ -387,6 +394,8 @@ public:
 private:
     std::string global(const GlobalNames& g) const { return src_.is_gguf() ? g.gguf : g.hf; }
     std::string layer_name(std::int64_t i, Field f) const {
+        if (f == Field::MlpNorm && c_.gemma_norms && !src_.is_gguf())
+            return "model.layers." + std::to_string(i) + "." + kGemmaHfMlpNorm;
         for (const auto& r : kLayerNames) {
             if (r.field == f)
                 return src_.is_gguf() ? "blk." + std::to_string(i) + "." + r.gguf
@@ -555,11 +564,24 @@ private:
         return prepared(mats.size() == 1 ? std::move(mats[0]) : concat_rows(mats));
     }
 
+    // A norm weight [n]. Gemma's are used as 1 + w in fp32: kept that way, as fp32 1 + w
+    // (GGUF files hold 1 + w already: llama.cpp's converter adds the one).
+    at::Tensor norm(const std::string& name, std::int64_t n) {
+        at::Tensor t = take(name, {n});
+        if (!c_.gemma_norms) return t;
+        t = t.to(at::kFloat);
+        return (src_.is_gguf() ? t : t + 1.0).contiguous();
+    }
+
     LayerWeights load_layer(std::int64_t i) {
         LayerWeights l;
         const std::int64_t qs = c_.q_size(), kvs = c_.kv_size(), hid = c_.hidden_size, inter = c_.intermediate_size;
-        l.attn_norm = take(layer_name(i, Field::AttnNorm), {hid});
-        l.mlp_norm = take(layer_name(i, Field::MlpNorm), {hid});
+        l.attn_norm = norm(layer_name(i, Field::AttnNorm), hid);
+        l.mlp_norm = norm(layer_name(i, Field::MlpNorm), hid);
+        if (c_.gemma_norms) {
+            l.post_attn_norm = norm(layer_name(i, Field::PostAttnNorm), hid);
+            l.post_mlp_norm = norm(layer_name(i, Field::PostMlpNorm), hid);
+        }
         if (c_.fused_qkv)  // Phi-3 stores them fused already (never permuted)
             fill_linear(l.qkv, {{layer_name(i, Field::QKV), qs + 2 * kvs, 0}}, hid);
         else
@@ -576,8 +598,8 @@ private:
             copy_into(l.qkv.bias.narrow(0, qs + kvs, kvs), layer_name(i, Field::VBias));
         }
         if (c_.qk_norm) {
-            l.q_norm = take(layer_name(i, Field::QNorm), {c_.head_dim});
-            l.k_norm = take(layer_name(i, Field::KNorm), {c_.head_dim});
+            l.q_norm = norm(layer_name(i, Field::QNorm), c_.head_dim);
+            l.k_norm = norm(layer_name(i, Field::KNorm), c_.head_dim);
         }
         fill_linear(l.o, {{layer_name(i, Field::O), hid, 0}}, qs);
         if (c_.o_bias) l.o.bias = take(layer_name(i, Field::OBias), {hid});
