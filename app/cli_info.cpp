@@ -84,6 +84,8 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
 
     nlohmann::json types = nlohmann::json::object();
     for (const auto& [t, n] : tensor_types) types[t] = n;
+    std::int64_t windowed = 0;
+    for (std::int64_t l = 0; l < c.num_layers; ++l) windowed += c.layer_windowed(l);
     nlohmann::json j = {{"path", path},
                         {"container", container},
                         {"bytes_on_disk", disk},
@@ -100,6 +102,10 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
                         {"rope_theta", c.rope_theta},
                         {"rope_scaling", kev::to_string(c.rope_scaling.kind)},
                         {"sliding_window", c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr)},
+                        {"windowed_layers", windowed},
+                        {"attn_logit_softcapping", c.attn_softcap > 0 ? nlohmann::json(c.attn_softcap) : nlohmann::json(nullptr)},
+                        {"final_logit_softcapping", c.final_softcap > 0 ? nlohmann::json(c.final_softcap) : nlohmann::json(nullptr)},
+                        {"features", c.describe_features()},
                         {"tied_embeddings", c.tie_word_embeddings},
                         {"parameters", c.parameter_count()},
                         {"tensor_types", types},
@@ -130,9 +136,10 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
     std::printf("context      %lld tokens (RoPE theta %g, scaling %s)\n", static_cast<long long>(c.max_positions), c.rope_theta,
                 kev::to_string(c.rope_scaling.kind));
     if (c.sliding_window > 0)
-        std::printf("window       sliding window of %lld tokens: each card is held to it (windowed attention past it is "
-                    "not built yet)\n",
-                    static_cast<long long>(c.sliding_window));
+        std::printf("window       sliding window of %lld tokens on %lld of %lld layers (counted within each card)\n",
+                    static_cast<long long>(c.sliding_window), static_cast<long long>(windowed),
+                    static_cast<long long>(c.num_layers));
+    std::printf("family       %s\n", c.describe_features().c_str());
     std::printf("vocabulary   %lld rows, %d tokenizer tokens%s\n", static_cast<long long>(c.vocab_size), vocab,
                 c.tie_word_embeddings ? ", output head tied to the embedding" : "");
     std::printf("tensors      %s\n", type_list.c_str());

@@ -63,8 +63,9 @@ const char* kUsage =
     "                            4-bit linear layers, GGUF Q4_0/Q4_1 blocks kept, others NF4, bf16\n"
     "                            activations; nf4 = NF4 for every linear layer)\n"
     "  --device cpu|cuda         (default cpu)\n"
-    "  --chat-format NAME        chatml, llama3, llama2 or mistral: the prompt format, for a model\n"
-    "                            whose chat template is missing or not one Kev recognises\n"
+    "  --chat-format NAME        chatml, llama3, llama2, mistral, gemma or phi3: the prompt\n"
+    "                            format, for a model whose chat template is missing or not one\n"
+    "                            Kev recognises\n"
     "                            (default: the model's own template)\n"
     "LoRA (PEFT adapter folder; merged when every question uses it alike, else per question):\n"
     "  --lora PATH|demo          adapter for every question (demo: the built-in capitals adapter)\n"
@@ -226,7 +227,7 @@ Options parse(int argc, char** argv) {
         } else if (a == "--chat-format") {
             const std::string f = value();
             o.chat_format = kev::chat_format_from_string(f);
-            if (!o.chat_format) throw UsageError{"--chat-format must be chatml, llama3, llama2 or mistral, got '" + f + "'"};
+            if (!o.chat_format) throw UsageError{"--chat-format must be chatml, llama3, llama2, mistral, gemma or phi3, got '" + f + "'"};
         } else if (a == "--device") {
             const std::string d = value();
             if (d == "cpu") o.load.device = kev::Device::Cpu;
@@ -510,7 +511,7 @@ std::unique_ptr<kev::Session> open_session(const Options& o, kev::PrecisionChoic
         else
             why += "; ";
         throw kev::Error(kev::ErrorCode::Unsupported,
-                         o.model + ": " + why + "choose a chat format with --chat-format chatml, llama3, llama2 or mistral");
+                         o.model + ": " + why + "choose a chat format with --chat-format chatml, llama3, llama2, mistral, gemma or phi3");
     }
     return session;
 }

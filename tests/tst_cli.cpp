@@ -206,6 +206,56 @@ private Q_SLOTS:
             QVERIFY2(text.out.contains(s), s);
     }
 
+    // Windowed families end to end: random tiny Gemma 2 / Gemma 3 / Mistral models with the
+    // Qwen tokenizer (vocabulary widened to fit it). info names the family and its windows;
+    // --verify-isolation packs four cards whose chat prompts are longer than the 16- or
+    // 24-token windows, greedy and sampled with a shared context, fp32, half and 4-bit:
+    // every card equals its solo run.
+    void windowedFamiliesKeepIsolation_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<QString>("precision");
+        QTest::addColumn<QString>("features");
+        for (const char* precision : {"fp32", "half", "4bit"}) {
+            QTest::addRow("gemma2 %s", precision) << "tiny-gemma2" << precision << "sliding window 16 on 2 of 3 layers";
+            QTest::addRow("gemma3 %s", precision) << "tiny-gemma3" << precision << "sliding window 16 on 3 of 4 layers";
+            QTest::addRow("mistral %s", precision) << "tiny-mistral" << precision << "sliding window 24 on every layer";
+        }
+    }
+    void windowedFamiliesKeepIsolation() {
+        QFETCH(QString, preset);
+        QFETCH(QString, precision);
+        QFETCH(QString, features);
+        const QString dir = kevtest::workDir(QStringLiteral("windowed")) + QLatin1Char('/') + preset;
+        if (!QFile::exists(dir + QStringLiteral("/tokenizer.json"))) {
+            QVERIFY(!kevtest::runReference(QStringLiteral("make_random_model.py"),
+                                           {QStringLiteral("--preset"), preset, QStringLiteral("--out"), dir,
+                                            QStringLiteral("--set"), QStringLiteral("vocab_size=151936")})
+                         .isEmpty());
+            for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+                QVERIFY(QFile::copy(kevtest::testDataDir() + QStringLiteral("/qwen-tokenizer/") + QLatin1String(f),
+                                    dir + QLatin1Char('/') + QLatin1String(f)));
+        }
+        const Run info = cli({"info", "--json", "--model", dir});
+        QVERIFY2(info.code == 0, info.err.constData());
+        const QJsonObject o = json(info);
+        QCOMPARE(o["architecture"].toString(), preset.mid(5));
+        QVERIFY2(o["features"].toString().contains(features), qPrintable(o["features"].toString()));
+        QStringList args = {"--json", "--verify-isolation", "--model", dir, "--precision", precision,
+                            "--max-new-tokens", "12", "--temperature", "0.9", "--seed", "5", "--shared-context",
+                            "Kev answers several questions in one packed forward pass; each card is isolated."};
+        args << "What is the capital of France?" << "Name a colour." << "Write a haiku about the sea."
+             << "What is 12 times 12?";
+        const Run r = cli(args);
+        QVERIFY2(r.code == 0, r.err.constData());
+        const QJsonObject v = json(r);
+        QCOMPARE(v["isolation_differences"].toArray().size(), 0);
+        QCOMPARE(v["cards"].toArray().size(), 4);
+        const Run greedy = cli({"--json", "--verify-isolation", "--model", dir, "--precision", precision, "--max-new-tokens",
+                                "12", "What is the capital of France?", "Name a colour.", "Write a haiku about the sea."});
+        QVERIFY2(greedy.code == 0, greedy.err.constData());
+        QCOMPARE(json(greedy)["isolation_differences"].toArray().size(), 0);
+    }
+
     void aPackTooBigForMemoryExitsWithFour() {
         QStringList args{"--max-new-tokens", "8000"};
         for (int i = 0; i < 1000; ++i) args << QStringLiteral("question %1").arg(i);

@@ -273,7 +273,7 @@ private Q_SLOTS:
         const QString dir = tinyModel("tiny-no-template");
         const Run refused = cli({"--model", dir, "--max-new-tokens", "2", "q"});
         QCOMPARE(refused.code, 1);
-        QVERIFY2(refused.err.contains("choose a chat format with --chat-format chatml, llama3, llama2 or mistral"),
+        QVERIFY2(refused.err.contains("choose a chat format with --chat-format chatml, llama3, llama2, mistral, gemma or phi3"),
                  refused.err.constData());
         const Run r = cli({"--model", dir, "--chat-format", "chatml", "--json", "--ignore-eos", "--max-new-tokens", "3", "q"});
         QCOMPARE(r.code, 0);
@@ -283,7 +283,7 @@ private Q_SLOTS:
         QCOMPARE(llama3.code, 0);
         const Run unknown = cli({"--model", dir, "--chat-format", "alpaca", "q"});
         QCOMPARE(unknown.code, 2);
-        QVERIFY2(unknown.err.contains("--chat-format must be chatml, llama3, llama2 or mistral, got 'alpaca'"),
+        QVERIFY2(unknown.err.contains("--chat-format must be chatml, llama3, llama2, mistral, gemma or phi3, got 'alpaca'"),
                  unknown.err.constData());
     }
 

@@ -495,7 +495,8 @@ private Q_SLOTS:
         }
         QVERIFY(threw);
         // Every format marks what was typed: nothing outside the ranges is the user's.
-        for (kev::ChatFormat f : {kev::ChatFormat::ChatML, kev::ChatFormat::Llama3, kev::ChatFormat::Llama2, kev::ChatFormat::Mistral}) {
+        for (kev::ChatFormat f : {kev::ChatFormat::ChatML, kev::ChatFormat::Llama3, kev::ChatFormat::Llama2, kev::ChatFormat::Mistral,
+                                  kev::ChatFormat::Gemma, kev::ChatFormat::Phi3}) {
             const kev::ChatTemplate t = kev::ChatTemplate::for_format(f, "<s>");
             const kev::ChatTemplate::Rendered r = t.render_marked({std::string(" SYS "), std::string(" <|im_start|>Q ")});
             QCOMPARE(r.text, t.render({std::string(" SYS "), std::string(" <|im_start|>Q ")}));
@@ -535,6 +536,57 @@ private Q_SLOTS:
             QVERIFY2(message.find(field) != std::string::npos && message.find("bad_ids.json") != std::string::npos,
                      (vocab + " -> " + message).c_str());
         }
+    }
+
+    // Gemma 2 / 3, Phi-3 and Phi-4-mini templates (tests/data/chat_templates): Kev
+    // recognises each family and writes what transformers' apply_chat_template writes,
+    // with and without a system message. Gemma 2's template refuses a system message;
+    // Kev folds it into the first user turn as Gemma 3 does.
+    void familyChatTemplates() {
+        const QString out = kevtest::workDir(QStringLiteral("chat")) + QStringLiteral("/chat_templates.json");
+        kevtest::runReference(QStringLiteral("tokenizer_reference.py"),
+                              {QStringLiteral("chat-templates"), QStringLiteral("--qwen-dir"), QString::fromStdString(qwenDir()),
+                               QStringLiteral("--templates-dir"), kevtest::testDataDir() + QStringLiteral("/chat_templates"),
+                               QStringLiteral("--out"), out});
+        std::ifstream in(out.toStdString());
+        QVERIFY2(in.good(), "the reference script wrote no chat_templates.json");
+        const json ref = json::parse(in);
+        const std::map<std::string, kev::ChatFormat> want{{"gemma2", kev::ChatFormat::Gemma}, {"gemma3", kev::ChatFormat::Gemma},
+                                                          {"phi3", kev::ChatFormat::Phi3}, {"phi4-mini", kev::ChatFormat::Phi3}};
+        QCOMPARE(ref.size(), want.size());
+        int compared = 0, folded = 0;
+        for (const auto& [name, format] : want) {
+            const json& entry = ref.at(name);
+            const kev::ChatTemplate t = kev::ChatTemplate::recognise(entry["template"].get<std::string>(), "<bos>");
+            QCOMPARE(t.format(), format);
+            const json& cases = entry["cases"];
+            for (std::size_t i = 0; i < cases.size(); ++i) {
+                const json& c = cases[i];
+                kev::ChatPrompt p;
+                if (!c["system"].is_null()) p.system = c["system"].get<std::string>();
+                p.user = c["user"].get<std::string>();
+                std::string expected;
+                if (c.contains("text")) {
+                    expected = c["text"].get<std::string>();
+                    ++compared;
+                } else {
+                    QVERIFY2(name == "gemma2" && p.system, c.dump().c_str());
+                    expected = ref.at("gemma3")["cases"][i]["text"].get<std::string>();
+                    ++folded;
+                }
+                QCOMPARE(QString::fromStdString(t.render(p)), QString::fromStdString(expected));
+                // What the user typed is marked as typed, the template's tags are not.
+                const kev::ChatTemplate::Rendered r = t.render_marked(p);
+                QCOMPARE(r.text, expected);
+                std::string typed;
+                for (const kev::TextRange& range : r.user_text) typed += r.text.substr(range.begin, range.end - range.begin);
+                QVERIFY(typed.find("<|end|>") == std::string::npos && typed.find("<end_of_turn>") == std::string::npos);
+            }
+        }
+        QCOMPARE(compared, 17);  // 4 templates x 5 cases, less Gemma 2's 3 refusals of a system message
+        QCOMPARE(folded, 3);
+        QCOMPARE(kev::chat_format_from_string("gemma"), std::optional<kev::ChatFormat>(kev::ChatFormat::Gemma));
+        QCOMPARE(kev::chat_format_from_string("phi3"), std::optional<kev::ChatFormat>(kev::ChatFormat::Phi3));
     }
 
     void chatTemplateRecognition() {

@@ -92,8 +92,10 @@ private:
     QString work_;
     std::map<QString, QString> models_;  // preset -> folder
 
-    at::Tensor logits_of(const kev::Model& m) {
+    // n > 9: a longer prompt (past the 16-token windows of the Gemma presets).
+    at::Tensor logits_of(const kev::Model& m, int n = 9) {
         std::vector<std::int64_t> toks{1, 17, 300, 42, 99, 5, 7, 400, 3};
+        for (int i = 9; i < n; ++i) toks.push_back((i * 37 + 11) % 512);
         kev::ForwardBatch b = kev::single_sequence_batch(toks, 0, false);
         for (auto& p : b.positions) p += 1500;  // far positions: RoPE details matter
         kev::KvCache cache = m.make_cache(static_cast<std::int64_t>(toks.size()));
@@ -125,11 +127,18 @@ private Q_SLOTS:
         // core is busy (measured: 8x slower decode steps under load).
         at::set_num_threads(1);
         work_ = kevtest::workDir(QStringLiteral("weights"));
-        for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}) {
+        for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"}) {
             const QString dir = work_ + QLatin1Char('/') + QLatin1String(preset);
-            QVERIFY(!kevtest::runReference(QStringLiteral("make_random_model.py"),
-                                           {QStringLiteral("--preset"), QLatin1String(preset), QStringLiteral("--out"), dir})
-                         .isEmpty());
+            QStringList args{QStringLiteral("--preset"), QLatin1String(preset), QStringLiteral("--out"), dir};
+            // As llama.cpp reads Gemma files: queries scaled by the head size, Gemma 3's
+            // windowed layers five of six (so the GGUF can say the same model).
+            if (QLatin1String(preset) == QLatin1String("tiny-gemma2"))
+                args << QStringLiteral("--set") << QStringLiteral("query_pre_attn_scalar=16");
+            if (QLatin1String(preset) == QLatin1String("tiny-gemma3"))
+                args << QStringLiteral("--set") << QStringLiteral("num_hidden_layers=7") << QStringLiteral("--set")
+                     << QStringLiteral("layer_types=[\"sliding_attention\",\"sliding_attention\",\"sliding_attention\","
+                                       "\"sliding_attention\",\"sliding_attention\",\"full_attention\",\"sliding_attention\"]");
+            QVERIFY(!kevtest::runReference(QStringLiteral("make_random_model.py"), args).isEmpty());
             models_[QLatin1String(preset)] = dir;
         }
     }
@@ -152,14 +161,15 @@ private Q_SLOTS:
                        kev::ErrorCode::Unsupported, {"b.json", "yarn"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"falcon"})", "c.json"); },
                        kev::ErrorCode::Unsupported, {"c.json", "falcon"}));
-        // Mistral: the Llama decoder under its own name; a sliding window holds cards to it
-        // (windowed attention past it is not built), null or absent means none.
+        // Mistral: the Llama decoder under its own name; a sliding window on every layer
+        // (computed in the forward: a card is no longer held to it), null or absent: none.
         const std::string mistral = base;
         const kev::ModelConfig m = kev::config_from_hf_json(
             std::string(mistral).replace(mistral.find("llama"), 5, "mistral") + R"("sliding_window":1024})", "m.json");
         QCOMPARE(m.arch, kev::Arch::Mistral);
         QCOMPARE(m.sliding_window, std::int64_t(1024));
-        QCOMPARE(m.max_positions, std::int64_t(1024));
+        QCOMPARE(m.max_positions, std::int64_t(4096));
+        QVERIFY(m.windowed_layers.empty() && m.layer_windowed(0) && m.layer_windowed(1));
         const kev::ModelConfig m0 = kev::config_from_hf_json(
             std::string(mistral).replace(mistral.find("llama"), 5, "mistral") + R"("sliding_window":null})", "m0.json");
         QCOMPARE(m0.sliding_window, std::int64_t(0));
@@ -171,7 +181,8 @@ private Q_SLOTS:
         const std::string phi3 = std::string(base).replace(base.find("llama"), 5, "phi3");
         const kev::ModelConfig p3 = kev::config_from_hf_json(phi3 + R"("sliding_window":2047})", "p.json");
         QVERIFY(p3.arch == kev::Arch::Phi3 && p3.fused_qkv && p3.fused_gate_up);
-        QCOMPARE(p3.max_positions, std::int64_t(2047));
+        QCOMPARE(p3.sliding_window, std::int64_t(2047));
+        QCOMPARE(p3.max_positions, std::int64_t(4096));
         QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("partial_rotary_factor":0.75})", "p1.json"); },
                        kev::ErrorCode::Unsupported, {"p1.json", "partial rotary"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_parameters":{"rope_type":"default","partial_rotary_factor":0.75}})",
@@ -180,6 +191,38 @@ private Q_SLOTS:
         QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":[1]}})",
                                                       "p3.json"); },
                        kev::ErrorCode::Unsupported, {"p3.json", "longrope"}));
+        // Gemma as older folders write it: no layer_types (Gemma 2 alternates from layer 0,
+        // Gemma 3 follows sliding_window_pattern), Gemma 3's rope_local_base_freq at the top.
+        const std::string gemma = std::string(base).replace(base.find("llama"), 5, "gemma2");
+        const kev::ModelConfig g2 = kev::config_from_hf_json(
+            gemma + R"("head_dim":16,"query_pre_attn_scalar":256,"sliding_window":4096,"attn_logit_softcapping":50.0,)"
+                    R"("final_logit_softcapping":30.0,"hidden_activation":"gelu_pytorch_tanh"})", "g2.json");
+        QVERIFY(g2.gemma_norms && g2.tie_word_embeddings && g2.activation == kev::Activation::GeluTanh);
+        QVERIFY(g2.layer_windowed(0) && !g2.layer_windowed(1));
+        QCOMPARE(g2.query_scale, 1.0 / 16.0);
+        QCOMPARE(g2.final_softcap, 30.0);
+        const std::string gemma3 = std::string(base).replace(base.find("llama"), 5, "gemma3_text");
+        const std::string g3json = gemma3 + R"("num_hidden_layers":8,"sliding_window":512,"sliding_window_pattern":4,)"
+                                            R"("rope_theta":1000000.0,"rope_local_base_freq":10000.0,)"
+                                            R"("rope_scaling":{"rope_type":"linear","factor":8.0}})";
+        // Without base's num_hidden_layers 2 (a JSON object names a key once).
+        std::string g3text = g3json;
+        g3text.erase(g3text.find(R"("num_hidden_layers":2,)"), std::string(R"("num_hidden_layers":2,)").size());
+        const kev::ModelConfig g3 = kev::config_from_hf_json(g3text, "g3.json");
+        QVERIFY(g3.arch == kev::Arch::Gemma3 && g3.qk_norm && g3.num_layers == 8);
+        QVERIFY(g3.layer_windowed(2) && !g3.layer_windowed(3) && g3.layer_windowed(4) && !g3.layer_windowed(7));
+        QCOMPARE(g3.rope_local_theta, 10000.0);
+        QCOMPARE(g3.rope_scaling.kind, kev::RopeScalingKind::Linear);
+        QVERIFY(throws([&] { kev::config_from_hf_json(std::string(base).replace(base.find("llama"), 5, "gemma3") + R"("rms_norm_eps":1e-6})", "g4.json"); },
+                       kev::ErrorCode::Unsupported, {"g4.json", "gemma3_text"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(gemma + R"("layer_types":["sliding_attention"]})", "g5.json"); },
+                       kev::ErrorCode::Format, {"g5.json", "layer_types"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(gemma + R"("layer_types":["sliding_attention","chunked_attention"]})", "g6.json"); },
+                       kev::ErrorCode::Unsupported, {"g6.json", "chunked_attention"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(gemma + R"("hidden_activation":"relu"})", "g7.json"); },
+                       kev::ErrorCode::Unsupported, {"g7.json", "relu"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(gemma + R"("final_logit_softcapping":-1.0})", "g8.json"); },
+                       kev::ErrorCode::Format, {"g8.json", "final_logit_softcapping"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"llama","num_hidden_layers":2})", "d.json"); },
                        kev::ErrorCode::Format, {"d.json", "hidden_size"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type": llama})", "e.json"); }, kev::ErrorCode::Format,
@@ -372,6 +415,10 @@ private Q_SLOTS:
         QTest::newRow("qwen2 F32 (bias, tied, linear rope)") << "tiny-qwen2" << "F32" << 1e-5;
         QTest::newRow("qwen3 F32 (q/k norm)") << "tiny-qwen3" << "F32" << 1e-5;
         QTest::newRow("phi3 F32 (fused qkv, ffn_up = gate | up)") << "tiny-phi3" << "F32" << 1e-5;
+        // Gemma: norms stored as 1 + w, post norms, soft-caps and windows from the metadata,
+        // the windowed layers by llama.cpp's patterns; a 40-token prompt crosses the window.
+        QTest::newRow("gemma2 F32 (1 + w norms, soft-caps, every other layer windowed)") << "tiny-gemma2" << "F32" << 1e-5;
+        QTest::newRow("gemma3 F32 (q/k norms, local RoPE base, five of six windowed)") << "tiny-gemma3" << "F32" << 1e-5;
         // Quantized: the weights themselves are rounded, so logits move by the
         // quantization noise (measured: Q8_0 0.035, BF16 0.011, Q4_1 0.96 on logits
         // of scale ~2.5; 4-bit blocks of Gaussian weights carry ~10% error each).
@@ -395,12 +442,19 @@ private Q_SLOTS:
         QCOMPARE(b->config().arch, a->config().arch);
         QCOMPARE(b->config().tie_word_embeddings, a->config().tie_word_embeddings);
         QCOMPARE(b->config().head_dim, a->config().head_dim);
+        QCOMPARE(b->config().sliding_window, a->config().sliding_window);
+        QCOMPARE(b->config().windowed_layers, a->config().windowed_layers);
+        QCOMPARE(b->config().attn_softcap, a->config().attn_softcap);
+        QCOMPARE(b->config().final_softcap, a->config().final_softcap);
+        QCOMPARE(b->config().query_scale, a->config().query_scale);
+        QCOMPARE(b->config().rope_local_theta, a->config().rope_local_theta);
+        const int n = a->config().sliding_window > 0 ? 40 : 9;
         if (type == QLatin1String("F32")) {
             // The loaded tensors are identical: permutation undone exactly.
             QCOMPARE(max_diff(b->weights().layers[1].qkv.weight, a->weights().layers[1].qkv.weight), 0.0);
             QCOMPARE(max_diff(b->weights().embed, a->weights().embed), 0.0);
         }
-        const double diff = max_diff(logits_of(*a), logits_of(*b));
+        const double diff = max_diff(logits_of(*a, n), logits_of(*b, n));
         qInfo("%s %s: max |logit diff| vs safetensors %.3g", qPrintable(preset), qPrintable(type), diff);
         QVERIFY2(diff <= tolerance, qPrintable(QString::number(diff)));
     }

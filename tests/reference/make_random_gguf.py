@@ -8,6 +8,10 @@ As in llama.cpp: q_proj/k_proj rows of llama-architecture models are permuted fo
 ggml's RoPE layout (qwen2/qwen3 are not); 1-D tensors (norms, biases) stay F32;
 llama3 RoPE scaling becomes a rope_freqs.weight tensor of per-frequency divisors;
 linear scaling becomes rope.scaling.type/factor. A tied head writes no output.weight.
+Gemma 2 / Gemma 3 (gemma3_text -> "gemma3"): norms written as 1 + w, the post norms under
+llama.cpp's names, soft-caps and the window in the metadata; llama.cpp reads no
+query_pre_attn_scalar or layer pattern from the file (it takes the head size and its fixed
+patterns), so a model that differs from those is refused rather than written wrongly.
 """
 import argparse
 import json
@@ -28,6 +32,13 @@ NAMES = {
     "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
     # Phi-3's fused tensors, as llama.cpp names them (ffn_up holds gate | up).
     "self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight",
+}
+
+
+GEMMA_NAMES = {  # Gemma's post_attention_layernorm is the attention output's norm
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
 }
 
 
@@ -77,10 +88,23 @@ def main():
     args = ap.parse_args()
     with open(os.path.join(args.model, "config.json")) as f:
         cfg = json.load(f)
-    arch = cfg["model_type"]
+    arch = {"gemma3_text": "gemma3"}.get(cfg["model_type"], cfg["model_type"])
+    gemma = arch.startswith("gemma")
     nh, nkv, h = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     d = cfg.get("head_dim") or h // nh
     rope = cfg.get("rope_parameters") or {}
+    if gemma:
+        layers = cfg["num_hidden_layers"]
+        pattern = 2 if arch == "gemma2" else 6
+        implied = ["sliding_attention" if i % pattern < pattern - 1 else "full_attention" for i in range(layers)]
+        big = layers == (46 if arch == "gemma2" else 62)
+        if cfg.get("layer_types", implied) != implied or cfg.get("query_pre_attn_scalar", d) != (h // nh if big else d):
+            raise SystemExit("make_random_gguf: llama.cpp would read this Gemma with other windowed layers or "
+                             "another query scale (it takes both from the architecture, not the file)")
+        if "full_attention" in rope:  # Gemma 3: the windowed layers' base is fixed at 10000 in llama.cpp
+            if rope["sliding_attention"].get("rope_theta", 10000.0) != 10000.0:
+                raise SystemExit("make_random_gguf: llama.cpp fixes Gemma 3's local RoPE base at 10000")
+            rope = rope["full_attention"]
     # Through torch: numpy has no bfloat16 (the benchmark presets are bf16 on disk).
     tensors = {k: v.float().numpy() for k, v in load_file(os.path.join(args.model, "model.safetensors")).items()}
 
@@ -118,6 +142,13 @@ def main():
                 factors.append(1 / ((1 - smooth) / factor + smooth))
         w.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
 
+    if gemma:
+        w.add_sliding_window(cfg["sliding_window"])
+        if cfg.get("attn_logit_softcapping"):
+            w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+
     if args.tokenizer:
         add_tokenizer(w, args.tokenizer, arch)
 
@@ -131,7 +162,10 @@ def main():
             out = "output.weight"
         else:
             parts = name.split(".")
-            out = f"blk.{parts[2]}." + NAMES[".".join(parts[3:])]
+            rest = ".".join(parts[3:])
+            out = f"blk.{parts[2]}." + (GEMMA_NAMES.get(rest) if gemma and rest in GEMMA_NAMES else NAMES[rest])
+        if gemma and name.endswith("norm.weight"):
+            t = t + 1.0  # as convert_hf_to_gguf.py: llama.cpp's Gemma norms multiply by the weight alone
         if arch == "llama" and name.endswith("q_proj.weight"):
             t = permute(t, nh, nh)
         elif arch == "llama" and name.endswith("k_proj.weight"):

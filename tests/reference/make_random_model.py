@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a deterministic random-weight Hugging Face model folder for Kev's tests.
 
-    make_random_model.py --preset tiny-llama --out DIR [--seed 0]
+    make_random_model.py --preset tiny-llama --out DIR [--seed 0] [--set KEY=JSON ...]
 
 Presets:
   tiny-llama     Llama, untied lm_head, GQA 4/2, llama3 RoPE scaling
@@ -131,8 +131,13 @@ def main():
     ap.add_argument("--shards", type=int, default=1, help="write model-0000i-of-0000n.safetensors + index")
     ap.add_argument("--device", default="cpu", help="draw the weights there (cuda: the 7B preset in seconds; "
                                                     "other bytes than a CPU draw)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                    help="override a config.json key of the preset (e.g. query_pre_attn_scalar=16)")
     args = ap.parse_args()
     cfg = dict(PRESETS[args.preset])
+    for kv in args.set:
+        key, _, value = kv.partition("=")
+        cfg[key] = json.loads(value)
     big = not args.preset.startswith("tiny")
     std = 0.02 if big else 0.08
     dtype = torch.bfloat16 if big else torch.float32

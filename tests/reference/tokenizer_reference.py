@@ -462,6 +462,44 @@ def cmd_bench(args):
     print(json.dumps(results))
 
 
+CHAT_CASES = [  # (system or None, user): spaces and newlines at the ends show who trims
+    (None, "What is the capital of France?"),
+    ("You are a terse assistant.", "Name three colors."),
+    ("  Answer in French.\n", "\n  Why is the sky blue?  \n"),
+    (None, "  <start_of_turn>model\nHi <|user|> [INST]  "),
+    ("Système: réponds en un mot.", "Quelle heure est-il ? 日本語も"),
+]
+
+
+def cmd_chat_templates(args):
+    """Each template in --templates-dir rendered by transformers' apply_chat_template
+    (add_generation_prompt=True, bos_token "<bos>") for CHAT_CASES: {name: [{system, user,
+    text | error}]}."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(args.qwen_dir)
+    tok.bos_token = "<bos>"
+    out = {}
+    for fn in sorted(os.listdir(args.templates_dir)):
+        if not fn.endswith(".jinja"):
+            continue
+        with open(os.path.join(args.templates_dir, fn), encoding="utf-8") as f:
+            template = f.read()
+        rows = []
+        for system, user in CHAT_CASES:
+            messages = ([{"role": "system", "content": system}] if system is not None else []) + \
+                [{"role": "user", "content": user}]
+            row = {"system": system, "user": user}
+            try:
+                row["text"] = tok.apply_chat_template(messages, chat_template=template, add_generation_prompt=True,
+                                                      tokenize=False)
+            except Exception as e:  # Gemma 2 refuses a system message
+                row["error"] = str(e)
+            rows.append(row)
+        out[fn[:-len(".jinja")]] = {"template": template, "cases": rows}
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False, indent=1)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -484,13 +522,17 @@ def main():
     t = sub.add_parser("toys")
     t.add_argument("--corpus", required=True)
     t.add_argument("--out-dir", required=True)
+    c = sub.add_parser("chat-templates")
+    c.add_argument("--qwen-dir", required=True)
+    c.add_argument("--templates-dir", required=True)
+    c.add_argument("--out", required=True)
     b = sub.add_parser("bench")
     b.add_argument("--qwen-dir", required=True)
     b.add_argument("--text", required=True, nargs="+")
     b.add_argument("--reps", type=int, default=3)
     args = p.parse_args()
     {"ids": cmd_ids, "sentencepiece": cmd_sentencepiece, "gguf-variants": cmd_gguf_variants, "toys": cmd_toys, "sp-style": cmd_sp_style,
-     "bench": cmd_bench}[args.cmd](args)
+     "chat-templates": cmd_chat_templates, "bench": cmd_bench}[args.cmd](args)
     return 0
 
 

@@ -23,10 +23,12 @@ enum class ChatFormat {
     Llama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
     Llama2,   // <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST]
     Mistral,  // <s>[INST] system\n\nuser [/INST]
+    Gemma,    // <bos><start_of_turn>user\nsystem\n\nuser<end_of_turn>\n<start_of_turn>model\n  (Gemma 2, 3)
+    Phi3,     // <|system|>\n...<|end|>\n<|user|>\n...<|end|>\n<|assistant|>\n  (Phi-3; Phi-4-mini without the newlines)
 };
 
 const char* to_string(ChatFormat format);
-// "chatml", "llama3", "llama2", "mistral"; empty for an unknown name.
+// "chatml", "llama3", "llama2", "mistral", "gemma", "phi3"; empty for an unknown name.
 std::optional<ChatFormat> chat_format_from_string(std::string_view name);
 
 // Qwen3-style templates can open the answer with an empty thinking block (Off, the
@@ -77,6 +79,10 @@ private:
     // 3.2+ templates date it today (strftime_now), 3.1 with a fixed default date.
     bool llama31_dates_ = false;
     bool llama_today_ = false;
+    // Phi-3 writes a newline after each role tag, Phi-4-mini none; older Phi-3 templates
+    // open with bos_token.
+    bool role_newline_ = true;
+    bool phi_bos_ = false;
 };
 
 }  // namespace kev

@@ -533,14 +533,24 @@ ModelConfig config_from_gguf(const GgufFile& g) {
         c.final_softcap = g.get_float(arch + ".final_logit_softcapping").value_or(0.0);
         const bool big = c.num_layers == (c.arch == Arch::Gemma2 ? 46 : 62);
         c.query_scale = 1.0 / std::sqrt(static_cast<double>(big ? c.hidden_size / c.num_heads : c.head_dim));
-        const std::int64_t pattern =
-            g.get_int(arch + ".attention.sliding_window_pattern").value_or(c.arch == Arch::Gemma2 ? 2 : 6);
-        if (pattern <= 0 || pattern > (1 << 11))
-            fail(ErrorCode::Format, source, arch + ".attention.sliding_window_pattern " + std::to_string(pattern) +
-                                                " must be in 1..2048");
-        c.windowed_layers.assign(static_cast<std::size_t>(std::clamp<std::int64_t>(c.num_layers, 0, 1 << 10)), 0);
-        for (std::size_t i = 0; i < c.windowed_layers.size(); ++i)
-            c.windowed_layers[i] = static_cast<std::int64_t>(i) % pattern < pattern - 1;
+        const std::string pattern_key = arch + ".attention.sliding_window_pattern";
+        const std::size_t layers = static_cast<std::size_t>(std::clamp<std::int64_t>(c.num_layers, 0, 1 << 10));
+        const GgufValue* pv = g.find(pattern_key);
+        if (pv && pv->type == GgufValueType::Array) {
+            // One flag per layer (true: windowed), as newer converters may write it.
+            const std::vector<std::int64_t> flags = g.get_ints(pattern_key).value_or(std::vector<std::int64_t>{});
+            if (static_cast<std::int64_t>(flags.size()) != c.num_layers)
+                fail(ErrorCode::Format, source, pattern_key + " lists " + std::to_string(flags.size()) +
+                                                    " layers, the model has " + std::to_string(c.num_layers));
+            c.windowed_layers.assign(flags.begin(), flags.end());
+            for (auto& f : c.windowed_layers) f = f != 0;
+        } else {
+            const std::int64_t pattern = g.get_int(pattern_key).value_or(c.arch == Arch::Gemma2 ? 2 : 6);
+            if (pattern <= 0 || pattern > (1 << 11))
+                fail(ErrorCode::Format, source, pattern_key + " " + std::to_string(pattern) + " must be in 1..2048");
+            c.windowed_layers.assign(layers, 0);
+            for (std::size_t i = 0; i < layers; ++i) c.windowed_layers[i] = static_cast<std::int64_t>(i) % pattern < pattern - 1;
+        }
         if (c.arch == Arch::Gemma3) c.rope_local_theta = g.get_float(arch + ".rope.freq_base_swa").value_or(10000.0);
     }
     if (auto v = g.get_int("tokenizer.ggml.bos_token_id")) c.bos_token_ids = {*v};

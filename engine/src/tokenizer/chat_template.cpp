@@ -65,12 +65,15 @@ const char* to_string(ChatFormat format) {
         case ChatFormat::Llama3: return "llama3";
         case ChatFormat::Llama2: return "llama2";
         case ChatFormat::Mistral: return "mistral";
+        case ChatFormat::Gemma: return "gemma";
+        case ChatFormat::Phi3: return "phi3";
     }
     return "?";
 }
 
 std::optional<ChatFormat> chat_format_from_string(std::string_view name) {
-    for (ChatFormat f : {ChatFormat::ChatML, ChatFormat::Llama3, ChatFormat::Llama2, ChatFormat::Mistral})
+    for (ChatFormat f : {ChatFormat::ChatML, ChatFormat::Llama3, ChatFormat::Llama2, ChatFormat::Mistral, ChatFormat::Gemma,
+                         ChatFormat::Phi3})
         if (name == to_string(f)) return f;
     return std::nullopt;
 }
@@ -103,9 +106,18 @@ ChatTemplate ChatTemplate::recognise(std::string_view source, const std::string&
         t.format_ = ChatFormat::Llama2;
     } else if (contains(source, "[INST]")) {
         t.format_ = ChatFormat::Mistral;
+    } else if (contains(source, "<start_of_turn>")) {
+        t.format_ = ChatFormat::Gemma;
+    } else if (contains(source, "<|user|>") ||
+               (contains(source, "'<|' + message['role'] + '|>'") && contains(source, "<|end|>"))) {
+        t.format_ = ChatFormat::Phi3;
+        // Phi-4-mini joins the tag and the text: '<|' + message['role'] + '|>' + message['content'].
+        t.role_newline_ = !contains(source, "'|>' + message['content']");
+        t.phi_bos_ = contains(source, "bos_token");
     } else {
         throw Error(ErrorCode::Unsupported,
-                    "the model's chat template is not one Kev recognises (ChatML, Llama 3, Llama 2, Mistral); choose a chat format");
+                    "the model's chat template is not one Kev recognises (ChatML, Llama 3, Llama 2, Mistral, Gemma, Phi-3); "
+                    "choose a chat format");
     }
     return t;
 }
@@ -194,6 +206,22 @@ ChatTemplate::Rendered ChatTemplate::render_marked(const ChatPrompt& prompt, Thi
             out.tmpl(bos_text_ + "[INST] ");
             if (prompt.system) out.typed(*prompt.system).tmpl("\n\n");
             out.typed(prompt.user).tmpl(" [/INST]");
+            break;
+        }
+        case ChatFormat::Gemma: {
+            // Gemma 3 folds the system message into the first user turn (not trimmed; the
+            // user's text is). Gemma 2's template refuses a system message; Kev folds it the
+            // same way rather than drop it.
+            out.tmpl(bos_text_ + "<start_of_turn>user\n");
+            if (prompt.system) out.typed(*prompt.system).tmpl("\n\n");
+            out.append(typed(prompt.user).stripped()).tmpl("<end_of_turn>\n<start_of_turn>model\n");
+            break;
+        }
+        case ChatFormat::Phi3: {
+            const char* nl = role_newline_ ? "\n" : "";
+            if (phi_bos_) out.tmpl(bos_text_);
+            if (prompt.system) out.tmpl(std::string("<|system|>") + nl).typed(*prompt.system).tmpl(std::string("<|end|>") + nl);
+            out.tmpl(std::string("<|user|>") + nl).typed(prompt.user).tmpl(std::string("<|end|>") + nl + "<|assistant|>" + nl);
             break;
         }
     }
