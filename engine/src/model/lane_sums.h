@@ -12,7 +12,8 @@
 #pragma once
 
 // GCC 12 warns inside its own _mm512_setzero_ps and _mm512_permute_ps, whose "undefined"
-// source operand is never read (known false positives).
+// source operand is never read (known false positives); silenced for this header only.
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
@@ -85,3 +86,5 @@ KEV_LANES256 inline void lane_sums256(const __m256* lo, const __m256* hi, float*
 #undef KEV_LANES256
 
 }  // namespace kev
+
+#pragma GCC diagnostic pop

@@ -80,32 +80,11 @@ at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight, doubl
     const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
     if (weight.numel() != C) throw Error(ErrorCode::InvalidArgument, "rms_norm_rows: weight and row lengths differ");
     at::Tensor out = at::empty_like(x);
-    if (fp32_product) {
-        const at::Tensor w = weight.to(at::kFloat).contiguous();
-        const float e = static_cast<float>(eps);
-        with_row_dtype(x.scalar_type(), [&](auto* tag) {
-            using T = std::remove_pointer_t<decltype(tag)>;
-            const T* xp = x.data_ptr<T>();
-            const float* wp = w.data_ptr<float>();
-            T* op = out.data_ptr<T>();
-            at::parallel_for(0, N, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(C, 1)),
-                             [&](std::int64_t r0, std::int64_t r1) {
-                for (std::int64_t r = r0; r < r1; ++r) {
-                    const T* row = xp + r * C;
-                    const float rs = 1.0f / std::sqrt(dot(row, row, C) / static_cast<float>(C) + e);
-                    T* o = op + r * C;
-                    for (std::int64_t i = 0; i < C; ++i) o[i] = narrow_to<T>(wide(row[i]) * rs * wp[i]);
-                }
-            });
-        });
-        return out;
-    }
-    const at::Tensor w = weight.to(x.scalar_type()).contiguous();
+    const at::Tensor w = weight.to(fp32_product ? at::kFloat : x.scalar_type()).contiguous();
     const float e = static_cast<float>(eps);
     with_row_dtype(x.scalar_type(), [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const T* xp = x.data_ptr<T>();
-        const T* wp = w.data_ptr<T>();
         T* op = out.data_ptr<T>();
         at::parallel_for(0, N, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(C, 1)),
                          [&](std::int64_t r0, std::int64_t r1) {
@@ -114,9 +93,12 @@ at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight, doubl
                 const float var = dot(row, row, C) / static_cast<float>(C);
                 const float rs = 1.0f / std::sqrt(var + e);
                 T* o = op + r * C;
-                for (std::int64_t i = 0; i < C; ++i) {
-                    const T h = narrow_to<T>(wide(row[i]) * rs);
-                    o[i] = narrow_to<T>(wide(wp[i]) * wide(h));
+                if (fp32_product) {  // Gemma: (x * rs * w) in fp32, rounded once
+                    const float* wp = w.data_ptr<float>();
+                    for (std::int64_t i = 0; i < C; ++i) o[i] = narrow_to<T>(wide(row[i]) * rs * wp[i]);
+                } else {  // the normalised row rounded to the dtype, then the weight
+                    const T* wp = w.data_ptr<T>();
+                    for (std::int64_t i = 0; i < C; ++i) o[i] = narrow_to<T>(wide(wp[i]) * wide(narrow_to<T>(wide(row[i]) * rs)));
                 }
             }
         });
