@@ -60,7 +60,7 @@ const char* kUsage =
     "  --precision auto|fp32|half|bf16|fp16|4bit|nf4  working precision (default auto: the fastest\n"
     "                            on this CPU for the file, see info; half = bf16 on CPU, fp16 on\n"
     "                            CUDA; 4bit =\n"
-    "                            4-bit linear layers, GGUF Q4_0/Q4_1 blocks kept, others NF4, bf16\n"
+    "                            4-bit linear layers, GGUF Q4_0/Q4_1/Q4_K blocks kept, others NF4, bf16\n"
     "                            activations; nf4 = NF4 for every linear layer)\n"
     "  --device cpu|cuda         (default cpu)\n"
     "  --chat-format NAME        chatml, llama3, llama2, mistral, gemma or phi3: the prompt\n"

@@ -1,4 +1,4 @@
-// 4-bit weights (kev/quant.h): NF4 round trip, GGUF Q4_0/Q4_1 blocks kept exactly,
+// 4-bit weights (kev/quant.h): NF4 round trip, GGUF Q4_0/Q4_1/Q4_K blocks kept exactly,
 // the fused kernel's paths against dequantize-then-multiply, the 4-bit forward against
 // fp32, and the isolation invariant in 4-bit.
 #include <QtTest>
@@ -52,7 +52,48 @@ std::vector<std::uint8_t> randomGgmlBlocks(kev::QuantFormat f, std::int64_t rows
     return bytes;
 }
 
+// A Qwen2-shaped random model 256 wide (Q4_K wants rows of 256), as a GGUF of Q4_K
+// blocks written the way llama.cpp lays them out (make_random_gguf.py --type Q4_K).
+QString q4kModelFile() {
+    const QString dir = kevtest::workDir("quant-q4k-model");
+    const QString gguf = dir + "/model-q4_k.gguf";
+    if (!QFile::exists(gguf)) {
+        kevtest::runReference("make_random_model.py", {"--preset", "tiny-qwen2", "--out", dir + "/hf", "--set",
+                                                       "hidden_size=256", "--set", "intermediate_size=512"});
+        kevtest::runReference("make_random_gguf.py", {"--model", dir + "/hf", "--out", gguf, "--type", "Q4_K"});
+    }
+    return gguf;
+}
+
+// Random Q4_K blocks written and decoded by the gguf package (kquant_blocks.py): the
+// file's bytes of tensor "w" [rows, cols] and the package's float32 decoding.
+struct KBlocks {
+    std::vector<std::uint8_t> bytes;
+    at::Tensor reference;  // [rows, cols]
+};
+KBlocks q4kBlocks(std::int64_t rows, std::int64_t cols, unsigned seed) {
+    const QString path = kevtest::workDir("quant-q4k") + QString("/q4k-%1x%2-%3.gguf").arg(rows).arg(cols).arg(seed);
+    if (!QFile::exists(path + ".f32"))
+        kevtest::runReference("kquant_blocks.py", {"--out", path, "--type", "Q4_K", "--rows", QString::number(rows),
+                                                   "--cols", QString::number(cols), "--seed", QString::number(seed)});
+    const auto g = kev::GgufFile::open(path.toStdString());
+    const kev::GgufTensorInfo* info = g->find_tensor("w");
+    KBlocks k;
+    if (!info) return k;
+    k.bytes.assign(g->tensor_data(*info), g->tensor_data(*info) + info->nbytes);
+    QFile f(path + ".f32");
+    if (!f.open(QIODevice::ReadOnly)) return k;
+    const QByteArray ref = f.readAll();
+    if (ref.size() != rows * cols * 4) return k;
+    k.reference = at::from_blob(const_cast<char*>(ref.constData()), {rows, cols}, at::kFloat).clone();
+    return k;
+}
+
 kev::QuantMatrix randomMatrix(kev::QuantFormat f, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+    if (f == kev::QuantFormat::Q4_K) {
+        const KBlocks k = q4kBlocks(rows, cols, rng() % 1000);
+        return kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size(), rows, cols);
+    }
     if (f == kev::QuantFormat::NF4) {
         at::manual_seed(rng());
         return kev::quantize_nf4(at::randn({rows, cols}) * 0.05);
@@ -173,6 +214,74 @@ private Q_SLOTS:
         QCOMPARE(nf4->weights().embed.scalar_type(), at::kBFloat16);
     }
 
+    // Q4_K kept in its two levels decodes to exactly what the gguf package decodes (and
+    // Kev's own GGUF decoder), in 4.625 bits a weight (the file's 4.5, the 6-bit factors
+    // unpacked to bytes).
+    void q4kBlocksKeptEqualTheGgufPackage() {
+        const std::int64_t rows = 7, cols = 768;
+        const KBlocks k = q4kBlocks(rows, cols, 3);
+        QVERIFY(k.reference.defined());
+        QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 256 * 144));
+        const kev::QuantMatrix q = kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size(), rows, cols);
+        QCOMPARE(q.format, kev::QuantFormat::Q4_K);
+        QCOMPARE(q.bytes() * 8, rows * cols * 37 / 8);
+        QVERIFY(at::equal(kev::dequantize(q, at::kFloat), k.reference));
+        at::Tensor own = at::empty({rows, cols});
+        kev::ggml_dequantize(kev::GgmlType::Q4_K, k.bytes.data(), own.data_ptr<float>(), rows * cols);
+        QVERIFY(at::equal(own, k.reference));
+        // Rows in another order; rows stacked; a short buffer and a ragged row refused.
+        const kev::QuantMatrix p = kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size(), rows, cols,
+                                                        {6, 5, 4, 3, 2, 1, 0});
+        QVERIFY(at::equal(kev::dequantize(p, at::kFloat), k.reference.flip(0)));
+        QVERIFY(at::equal(kev::dequantize(kev::concat_rows({q, p}), at::kFloat), at::cat({k.reference, k.reference.flip(0)})));
+        QVERIFY(at::equal(kev::dequantize(q, 2, 5, at::kFloat), k.reference.narrow(0, 2, 3)));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size() - 1,
+                                                                  rows, cols));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size(),
+                                                                  rows * 2, cols / 2));  // rows of 384
+        // Row layout only: not the int8 kernel's, not CUDA's twin.
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(kev::concat_rows({q, q, q, q, q, q, q, q})));
+        QVERIFY(!kev::prepare_quant(q, at::kBFloat16).interleaved);
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
+    }
+
+    // A GGUF of Q4_K blocks in the 4-bit precision: every linear layer and the tied head
+    // keep them (nothing re-quantized to NF4), they decode to exactly the weights the fp32
+    // load makes of the file, and the 4-bit forward with fp32 activations computes the fp32
+    // forward of those weights (float rounding only).
+    void q4kModelKeepsItsBlocks() {
+        const std::string path = q4kModelFile().toStdString();
+        const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
+        const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
+        const kev::WeightMemory mem = kept->weights().memory();
+        QVERIFY(mem.q4_k > 0);
+        QCOMPARE(mem.nf4, std::int64_t{0});
+        QCOMPARE(mem.dense_linear, std::int64_t{0});
+        QCOMPARE(kept->weights().lm_head.quant->format, kev::QuantFormat::Q4_K);
+        for (const auto& [k, d] : {std::pair{&kept->weights().layers[1], &dense->weights().layers[1]}}) {
+            for (const auto& [a, b] : {std::pair{&k->qkv, &d->qkv}, {&k->o, &d->o}, {&k->gate_up, &d->gate_up}, {&k->down, &d->down}}) {
+                QCOMPARE(a->quant->format, kev::QuantFormat::Q4_K);
+                QVERIFY(at::equal(kev::dequantize(*a->quant, at::kFloat), b->weight));
+            }
+        }
+        std::vector<std::int64_t> tokens;
+        for (int i = 0; i < 21; ++i) tokens.push_back((i * 53 + 7) % 512);
+        const at::Tensor got = promptLogits(*kept, tokens);
+        const at::Tensor ref = promptLogits(*dense, tokens);
+        const double diff = (got - ref).abs().max().item<double>(), scale = ref.abs().max().item<double>();
+        qInfo("q4_k kept vs its fp32 decoding: max |logit diff| %.3g (logits up to %.3g); %.1f KiB of q4_k",
+              diff, scale, static_cast<double>(mem.q4_k) / 1024);
+        QVERIFY2(diff <= 1e-4 * std::max(1.0, scale), qPrintable(QString::number(diff)));
+        // auto picks 4-bit for such a file and says how it runs.
+        const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
+        QCOMPARE(automatic.name, std::string("4bit"));
+        QVERIFY2(automatic.why.find("Q4_K") != std::string::npos, automatic.why.c_str());
+        // Half activations keep Q4_K in the row layout (no int8 form of its scales).
+        const auto half = loadModel(path, kev::DType::BF16, kev::WeightQuant::Q4);
+        QVERIFY(!half->weights().layers[0].gate_up.quant->interleaved);
+        QCOMPARE(half->weights().memory().int8_kernel, std::int64_t{0});
+    }
+
     void kernelPathsAgree_data() {
         QTest::addColumn<int>("format");
         QTest::addColumn<int>("rows");
@@ -182,6 +291,8 @@ private Q_SLOTS:
         QTest::newRow("nf4 130x256") << int(kev::QuantFormat::NF4) << 130 << 256 << false;
         QTest::newRow("q4_0 33x160") << int(kev::QuantFormat::Q4_0) << 33 << 160 << false;
         QTest::newRow("q4_1 65x64 bias") << int(kev::QuantFormat::Q4_1) << 65 << 64 << true;
+        QTest::newRow("q4_k 33x512 bias") << int(kev::QuantFormat::Q4_K) << 33 << 512 << true;
+        QTest::newRow("q4_k 48x256") << int(kev::QuantFormat::Q4_K) << 48 << 256 << false;
     }
 
     void kernelPathsAgree() {
@@ -204,9 +315,14 @@ private Q_SLOTS:
                     if (M == 1) qWarning("NOT RUN: fused 4-bit %s (this CPU lacks it)", kev::to_string(k));
                     continue;
                 }
-                const at::Tensor y = kev::quant_gemv(x, q, bias, k).to(at::kDouble);
+                const at::Tensor y32 = kev::quant_gemv(x, q, bias, k);
+                const at::Tensor y = y32.to(at::kDouble);
                 const double worst = ((y - ref).abs() / mag).max().item<double>();
                 QVERIFY2(worst <= 1e-5, qPrintable(QString("%1 M=%2: %3").arg(kev::to_string(k)).arg(M).arg(worst)));
+                // Every row computes the same bits alone as in the call of M.
+                for (std::int64_t r = 0; r < M; r += 5)
+                    QVERIFY2(at::equal(kev::quant_gemv(x.narrow(0, r, 1), q, bias, k), y32.narrow(0, r, 1)),
+                             qPrintable(QString("%1 M=%2: row %3 alone differs").arg(kev::to_string(k)).arg(M).arg(r)));
                 // bf16 activations: bf16-rounded weights and inputs (2^-8 relative each).
                 const at::Tensor xb = x.to(at::kBFloat16);
                 at::Tensor refb = at::matmul(xb.to(at::kDouble), w.to(at::kDouble).t());
@@ -239,7 +355,7 @@ private Q_SLOTS:
     // where the CPU has it (dequantized 16x32 tiles), else the fused kernel. Each row's
     // output must not depend on the other rows of the call (packed cards rest on it).
     void decodeShapesInWholeBlocksMatchTheReference() {
-        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1, kev::QuantFormat::Q4_K}) {
             std::mt19937 rng(static_cast<unsigned>(format) + 5);
             const kev::QuantMatrix q = randomMatrix(format, 96, 256, rng);
             const at::Tensor w = kev::dequantize(q, at::kFloat);
@@ -557,8 +673,11 @@ private Q_SLOTS:
 
     void isolationHoldsIn4Bit_data() {
         QTest::addColumn<bool>("half");
-        QTest::newRow("fp32 activations") << false;
-        QTest::newRow("bf16 activations") << true;
+        QTest::addColumn<bool>("q4k");
+        QTest::newRow("nf4, fp32 activations") << false << false;
+        QTest::newRow("nf4, bf16 activations") << true << false;
+        QTest::newRow("q4_k kept, fp32 activations") << false << true;
+        QTest::newRow("q4_k kept, bf16 activations") << true << true;
     }
 
     void isolationHoldsIn4Bit() {
@@ -566,11 +685,19 @@ private Q_SLOTS:
         // linear row's result does not depend on the other rows (fp32: the fused kernels;
         // bf16: the int8 kernel where the CPU has it, exact sums, any number of rows).
         QFETCH(bool, half);
-        const auto m = loadModel(tinyDir("tiny-qwen2").toStdString(), half ? kev::DType::BF16 : kev::DType::F32,
-                                 kev::WeightQuant::NF4);
-        if (half) QCOMPARE(m->weights().layers[0].gate_up.quant->interleaved, kev::quant_int8_available());
+        QFETCH(bool, q4k);
+        const auto m = q4k ? loadModel(q4kModelFile().toStdString(), half ? kev::DType::BF16 : kev::DType::F32,
+                                       kev::WeightQuant::Q4)
+                           : loadModel(tinyDir("tiny-qwen2").toStdString(), half ? kev::DType::BF16 : kev::DType::F32,
+                                       kev::WeightQuant::NF4);
         const kev::WeightMemory mem = m->weights().memory();
-        QCOMPARE(mem.int8_kernel, half && kev::quant_int8_available() ? mem.quantized() : std::int64_t{0});
+        if (q4k) {
+            QCOMPARE(m->weights().layers[0].gate_up.quant->format, kev::QuantFormat::Q4_K);
+            QCOMPARE(mem.int8_kernel, std::int64_t{0});
+        } else {
+            if (half) QCOMPARE(m->weights().layers[0].gate_up.quant->interleaved, kev::quant_int8_available());
+            QCOMPARE(mem.int8_kernel, half && kev::quant_int8_available() ? mem.quantized() : std::int64_t{0});
+        }
         // Isolation is exact (DESIGN.md invariant 1): every linear row is computed alike
         // whatever the pack (int8 kernel: exact sums; fused kernels: one order per row),
         // and so are norms and attention (rowwise.h), so the logits are the same bits.

@@ -2,7 +2,7 @@
 """Convert a (random-weight) Hugging Face model folder to GGUF the way llama.cpp's
 convert_hf_to_gguf.py does, for Kev's loader tests.
 
-    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_1]
+    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q4_K]
 
 As in llama.cpp: q_proj/k_proj rows of llama-architecture models are permuted for
 ggml's RoPE layout (qwen2/qwen3 are not); 1-D tensors (norms, biases) stay F32;
@@ -40,6 +40,32 @@ GEMMA_NAMES = {  # Gemma's post_attention_layernorm is the attention output's no
     "pre_feedforward_layernorm.weight": "ffn_norm.weight",
     "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
 }
+
+
+def quantize_q4_k(t):
+    """ggml's Q4_K blocks of a float32 [rows, cols] array (cols a multiple of 256), the
+    plain way: per 32 values scale (max - min) / 15 and offset min, their 6-bit factors
+    relative to the super-block's largest (d, dmin in fp16). The gguf package decodes
+    Q4_K but cannot make it; llama.cpp's quantizer searches harder, the format is the same."""
+    rows, cols = t.shape
+    x = t.reshape(-1, 8, 32).astype(np.float32)                    # [super-blocks, 8, 32]
+    lo = np.minimum(x.min(axis=2), 0.0)                            # offsets <= 0, as ggml
+    scale = (x.max(axis=2) - lo) / 15.0
+    d = (scale.max(axis=1) / 63.0).astype(np.float16)
+    dmin = (-lo.min(axis=1) / 63.0).astype(np.float16)
+    df, dminf = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.rint(scale / np.where(df > 0, df, 1)), 0).clip(0, 63).astype(np.uint8)
+    m = np.where(dminf > 0, np.rint(-lo / np.where(dminf > 0, dminf, 1)), 0).clip(0, 63).astype(np.uint8)
+    d1, m1 = df * sc, dminf * m                                    # what the decoder will use
+    q = np.where(d1[..., None] > 0, np.rint((x + m1[..., None]) / np.where(d1 > 0, d1, 1)[..., None]), 0)
+    q = q.clip(0, 15).astype(np.uint8)                             # [n, 8, 32]
+    packed = np.zeros((x.shape[0], 12), dtype=np.uint8)            # ggml's 6-bit packing
+    packed[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    packed[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
+    packed[:, 8:12] = (sc[:, 4:8] & 0x0F) | ((m[:, 4:8] & 0x0F) << 4)
+    qs = (q[:, 0::2, :] | (q[:, 1::2, :] << 4)).reshape(-1, 128)  # chunk c: blocks 2c (low), 2c+1 (high)
+    blocks = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), packed, qs], axis=1)
+    return blocks.reshape(rows, cols // 256 * 144)
 
 
 def permute(w, n_head, n_head_kv):  # llama.cpp's LlamaModel.permute
@@ -82,7 +108,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"])
+    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K"])
     ap.add_argument("--tokenizer", help="folder with a byte-level BPE tokenizer.json (and tokenizer_config.json): "
                                         "written into the file as llama.cpp's 'gpt2' tokenizer, so text goes in")
     args = ap.parse_args()
@@ -174,6 +200,12 @@ def main():
             w.add_tensor(out, np.ascontiguousarray(t, dtype=np.float32))
         elif qtype == gguf.GGMLQuantizationType.F16:
             w.add_tensor(out, t.astype(np.float16))
+        elif qtype == gguf.GGMLQuantizationType.Q4_K:
+            if t.shape[-1] % 256:  # as llama.cpp: a row that is not whole super-blocks falls back
+                w.add_tensor(out, gguf.quants.quantize(t, gguf.GGMLQuantizationType.Q8_0),
+                             raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            else:
+                w.add_tensor(out, quantize_q4_k(t), raw_dtype=qtype)
         else:
             w.add_tensor(out, gguf.quants.quantize(t, qtype), raw_dtype=qtype)
     w.write_header_to_file()

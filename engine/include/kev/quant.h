@@ -9,6 +9,10 @@
 //   NF4   QLoRA's NormalFloat-4 codebook (values in [-1, 1]); d = the block's absmax
 //   Q4_0  code - 8                     (ggml: x = (q - 8) * d)
 //   Q4_1  code, plus the offset m      (ggml: x = q * d + m)
+//   Q4_K  code, scale d * sc, offset -(dmin * m): ggml's Q4_K super-blocks of 256 (fp16 d
+//         and dmin) over 8 blocks of 32 with 6-bit sc and m, kept as two levels
+//         (model/quant_blocks.h); 4.625 bits/weight. Row layout only (not the int8
+//         kernel's, not CUDA): the row kernels below multiply it on the CPU.
 // Codes are packed two per byte in 32-element groups, ggml's way: byte j of a group
 // holds element j in its low nibble and element j + 16 in its high nibble, so GGUF
 // Q4_0/Q4_1 blocks are taken over byte for byte and one kernel reads all formats.
@@ -36,7 +40,7 @@
 
 namespace kev {
 
-enum class QuantFormat { NF4, Q4_0, Q4_1 };
+enum class QuantFormat { NF4, Q4_0, Q4_1, Q4_K };
 const char* to_string(QuantFormat format);
 
 // QLoRA's NF4 code values (quantiles of N(0, 1) scaled to [-1, 1], with an exact 0).
@@ -56,6 +60,9 @@ struct QuantMatrix {
     std::vector<std::uint8_t> codes;    // [rows * cols / 2] packed nibbles (see above)
     std::vector<std::uint16_t> scales;  // [rows * cols / block] fp16 bits
     std::vector<std::uint16_t> mins;    // [rows * cols / block] fp16 bits, Q4_1 only
+    // Q4_K: scales / mins hold d / dmin per 256 columns ([rows * cols / 256] fp16 bits) and
+    // these the 6-bit sc / m per 32-column block ([rows * cols / 32]).
+    std::vector<std::uint8_t> sub_scales, sub_mins;
     std::array<float, 16> lut{};        // code -> value before scaling
     bool interleaved = false;           // the int8 kernel's layout (see above)
     // On CUDA: the blocks in device memory, and codes/scales/mins above left empty.
@@ -72,8 +79,10 @@ struct QuantMatrix {
 // InvalidArgument otherwise.
 QuantMatrix quantize_nf4(const at::Tensor& weight);
 
-// Takes GGUF Q4_0 or Q4_1 blocks over as they are: `data` holds rows * cols / 32 ggml
-// blocks (18 or 20 bytes each), `nbytes` how many bytes are readable there (checked).
+// Takes GGUF Q4_0, Q4_1 or Q4_K blocks over as they are: `data` holds rows * cols / 32
+// ggml blocks (18 or 20 bytes each; Q4_K: rows * cols / 256 blocks of 144 bytes, cols a
+// multiple of 256), `nbytes` how many bytes are readable there (checked). Q4_K's codes
+// are reordered into the layout above (the same values); its scales are kept as they are.
 // Row r of the result is source row row_order[r] (identity when empty): the loader's
 // way of undoing llama.cpp's q/k row permutation without touching the codes.
 QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,

@@ -94,8 +94,9 @@ struct WeightMemory {
     std::int64_t nf4 = 0;           // 4-bit linear weights by format (kev/quant.h)
     std::int64_t q4_0 = 0;
     std::int64_t q4_1 = 0;
+    std::int64_t q4_k = 0;
     std::int64_t int8_kernel = 0;   // of the 4-bit bytes, those the int8 kernel multiplies (int8 activations)
-    std::int64_t quantized() const { return nf4 + q4_0 + q4_1; }
+    std::int64_t quantized() const { return nf4 + q4_0 + q4_1 + q4_k; }
     std::int64_t total() const { return dense + quantized(); }
 };
 

@@ -32,9 +32,12 @@
 #include "kev/quant.h"
 #include "kev/cpu_kernels.h"
 #include "model/linear_bf16.h"
+#include "model/quant_blocks.h"
 #include "model/quant_cuda.h"
-// GCC 12 warns inside its own _mm512_reduce_add_ps (a known false positive).
+// GCC 12 warns inside its own _mm512_reduce_add_ps and _mm512_broadcast_i64x4, whose
+// "undefined" source operand is never read (known false positives).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 namespace kev {
@@ -47,8 +50,8 @@ namespace {
 // and 32 weights (16 bytes of codes, ggml's nibble order) looked up in that table.
 #define KEV_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
 KEV_AVX512_BF16 inline __m512i block_table(const QuantMatrix& w, __m512 lut, std::int64_t at) {
-    __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[at])));
-    if (!w.mins.empty()) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[at])));
+    __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(block_scale(w, at)));
+    if (!w.mins.empty()) t = _mm512_add_ps(t, _mm512_set1_ps(block_offset(w, at)));
     return _mm512_broadcast_i64x4((__m256i)_mm512_cvtneps_pbh(t));
 }
 
@@ -165,8 +168,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void rows_avx512_f32(
         for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
         const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
         for (std::int64_t b = 0; b < bpr; ++b) {
-            __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(_cvtsh_ss(w.scales[o * bpr + b])));
-            if (has_min) t = _mm512_add_ps(t, _mm512_set1_ps(_cvtsh_ss(w.mins[o * bpr + b])));
+            __m512 t = _mm512_mul_ps(lut, _mm512_set1_ps(block_scale(w, o * bpr + b)));
+            if (has_min) t = _mm512_add_ps(t, _mm512_set1_ps(block_offset(w, o * bpr + b)));
             for (std::int64_t g = 0; g < B; g += 32) {
                 const std::int64_t i = b * B + g;
                 const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2)));
@@ -206,8 +209,8 @@ __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const QuantMatrix& w, co
         for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
         const std::uint8_t* codes = w.codes.data() + o * (w.cols / 2);
         for (std::int64_t b = 0; b < bpr; ++b) {
-            const __m256 d = _mm256_set1_ps(_cvtsh_ss(w.scales[o * bpr + b]));
-            const __m256 mn = _mm256_set1_ps(has_min ? _cvtsh_ss(w.mins[o * bpr + b]) : 0.0f);
+            const __m256 d = _mm256_set1_ps(block_scale(w, o * bpr + b));
+            const __m256 mn = _mm256_set1_ps(has_min ? block_offset(w, o * bpr + b) : 0.0f);
             const __m256 t_lo = _mm256_fmadd_ps(lut_lo, d, mn);
             const __m256 t_hi = _mm256_fmadd_ps(lut_hi, d, mn);
             for (std::int64_t g = 0; g < B; g += 32) {
@@ -244,8 +247,8 @@ void rows_scalar(const QuantMatrix& w, const float* x, std::int64_t ldx, std::in
     for (std::int64_t o = o0; o < o1; ++o) {
         std::fill_n(acc, M, 0.0f);
         for (std::int64_t b = 0; b < bpr; ++b) {
-            const float d = fp16_to_float(w.scales[o * bpr + b]);
-            const float mn = w.mins.empty() ? 0.0f : fp16_to_float(w.mins[o * bpr + b]);
+            const float d = block_scale(w, o * bpr + b);
+            const float mn = block_offset(w, o * bpr + b);
             const std::uint8_t* c = w.codes.data() + (o * w.cols + b * B) / 2;
             for (std::int64_t g = 0; g < B; g += 32) {
                 for (int j = 0; j < 16; ++j) {

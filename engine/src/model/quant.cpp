@@ -12,6 +12,7 @@
 
 #include "half.h"
 #include "kev/error.h"
+#include "model/quant_blocks.h"
 
 namespace kev {
 
@@ -32,7 +33,8 @@ std::array<float, 16> lut_of(QuantFormat f) {
         switch (f) {
             case QuantFormat::NF4: lut[i] = kNf4Codebook[i]; break;
             case QuantFormat::Q4_0: lut[i] = static_cast<float>(i - 8); break;
-            case QuantFormat::Q4_1: lut[i] = static_cast<float>(i); break;
+            case QuantFormat::Q4_1:
+            case QuantFormat::Q4_K: lut[i] = static_cast<float>(i); break;
         }
     }
     return lut;
@@ -56,12 +58,14 @@ const char* to_string(QuantFormat format) {
         case QuantFormat::NF4: return "nf4";
         case QuantFormat::Q4_0: return "q4_0";
         case QuantFormat::Q4_1: return "q4_1";
+        case QuantFormat::Q4_K: return "q4_k";
     }
     return "?";
 }
 
 std::int64_t QuantMatrix::bytes() const {
-    std::int64_t b = static_cast<std::int64_t>(codes.size() + 2 * scales.size() + 2 * mins.size());
+    std::int64_t b = static_cast<std::int64_t>(codes.size() + 2 * scales.size() + 2 * mins.size() + sub_scales.size() +
+                                               sub_mins.size());
     if (cuda) {
         for (const at::Tensor* t : {&cuda->codes, &cuda->scales, &cuda->mins})
             if (t->defined()) b += static_cast<std::int64_t>(t->nbytes());
@@ -107,9 +111,69 @@ QuantMatrix quantize_nf4(const at::Tensor& weight) {
     return q;
 }
 
+namespace {
+
+// ggml's Q4_K: per 256 columns fp16 d, fp16 dmin, 12 bytes of eight 6-bit (sc, m) pairs,
+// 128 bytes of codes (64-column chunk c: byte 32c + l holds column 64c + l in its low
+// nibble and 64c + 32 + l in its high one).
+constexpr std::int64_t kQ4KBlockBytes = 144;
+
+QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
+                          const std::vector<std::int64_t>& row_order) {
+    if (rows <= 0 || cols <= 0 || cols % 256 != 0)
+        throw Error(ErrorCode::Format, "Q4_K blocks: a row of " + std::to_string(cols) + " is not whole 256-element super-blocks");
+    const std::int64_t spr = cols / 256;  // super-blocks per row
+    if (nbytes / static_cast<std::uint64_t>(kQ4KBlockBytes) / static_cast<std::uint64_t>(spr) < static_cast<std::uint64_t>(rows))
+        throw Error(ErrorCode::Format, "Q4_K blocks: the tensor's data is shorter than its shape needs");
+    QuantMatrix q;
+    q.format = QuantFormat::Q4_K;
+    q.rows = rows;
+    q.cols = cols;
+    q.block = 32;
+    q.lut = lut_of(QuantFormat::Q4_K);
+    q.codes.resize(static_cast<std::size_t>(rows * cols / 2));
+    q.scales.resize(static_cast<std::size_t>(rows * spr));
+    q.mins.resize(q.scales.size());
+    q.sub_scales.resize(static_cast<std::size_t>(rows * spr * 8));
+    q.sub_mins.resize(q.sub_scales.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t src_row = row_order.empty() ? r : row_order[r];
+        if (src_row < 0 || src_row >= rows) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order out of range");
+        const std::uint8_t* blk = data + src_row * spr * kQ4KBlockBytes;
+        for (std::int64_t sb = 0; sb < spr; ++sb, blk += kQ4KBlockBytes) {
+            const std::int64_t s = r * spr + sb;
+            q.scales[s] = load_u16(blk);
+            q.mins[s] = load_u16(blk + 2);
+            const std::uint8_t* sc = blk + 4;
+            for (int j = 0; j < 8; ++j) {  // ggml's get_scale_min_k4
+                const std::uint8_t d = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4);
+                const std::uint8_t m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+                q.sub_scales[s * 8 + j] = d;
+                q.sub_mins[s * 8 + j] = m;
+            }
+            const std::uint8_t* qs = blk + 16;
+            std::uint8_t* out = q.codes.data() + (r * cols + sb * 256) / 2;
+            for (int j = 0; j < 8; ++j) {  // block j: chunk j / 2, low nibbles for even j
+                const std::uint8_t* src = qs + 32 * (j / 2);
+                const int shift = j % 2 ? 4 : 0;
+                for (int t = 0; t < 16; ++t) {
+                    const int lo = (src[t] >> shift) & 0x0f, hi = (src[t + 16] >> shift) & 0x0f;
+                    out[j * 16 + t] = static_cast<std::uint8_t>(lo | hi << 4);
+                }
+            }
+        }
+    }
+    return q;
+}
+
+}  // namespace
+
 QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,
                             std::int64_t cols, const std::vector<std::int64_t>& row_order) {
     if (format == QuantFormat::NF4) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: NF4 is not a ggml format");
+    if (!row_order.empty() && static_cast<std::int64_t>(row_order.size()) != rows)
+        throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
+    if (format == QuantFormat::Q4_K) return q4k_from_ggml(data, nbytes, rows, cols, row_order);
     if (rows <= 0 || cols <= 0 || cols % 32 != 0)
         throw Error(ErrorCode::Format, "4-bit blocks: a row of " + std::to_string(cols) + " is not whole 32-element blocks");
     const bool has_min = format == QuantFormat::Q4_1;
@@ -117,8 +181,6 @@ QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::u
     const std::int64_t bpr = cols / 32;
     if (nbytes / static_cast<std::uint64_t>(block_bytes) / static_cast<std::uint64_t>(bpr) < static_cast<std::uint64_t>(rows))
         throw Error(ErrorCode::Format, "4-bit blocks: the tensor's data is shorter than its shape needs");
-    if (!row_order.empty() && static_cast<std::int64_t>(row_order.size()) != rows)
-        throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
     QuantMatrix q;
     q.format = format;
     q.rows = rows;
@@ -156,6 +218,8 @@ QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts) {
         q.codes.insert(q.codes.end(), p.codes.begin(), p.codes.end());
         q.scales.insert(q.scales.end(), p.scales.begin(), p.scales.end());
         q.mins.insert(q.mins.end(), p.mins.begin(), p.mins.end());
+        q.sub_scales.insert(q.sub_scales.end(), p.sub_scales.begin(), p.sub_scales.end());
+        q.sub_mins.insert(q.sub_mins.end(), p.sub_mins.begin(), p.sub_mins.end());
     }
     return q;
 }
@@ -227,6 +291,7 @@ QuantMatrix row_layout(const QuantMatrix& q) {
 
 QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
+    if (q.format == QuantFormat::Q4_K) throw Error(ErrorCode::InvalidArgument, "interleave_rows16: Q4_K stays in row layout");
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
         throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
     QuantMatrix out;  // the metadata of q; every byte below is written once
@@ -281,8 +346,8 @@ at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t
             const std::int64_t row = row_begin + r;
             for (std::int64_t b = 0; b < bpr; ++b) {
                 const std::int64_t s = scale_at(q, row, b);
-                const float d = fp16_to_float(q.scales[s]);
-                const float m = q.mins.empty() ? 0.0f : fp16_to_float(q.mins[s]);
+                const float d = block_scale(q, s);
+                const float m = block_offset(q, s);
                 float* yb = y + r * q.cols + b * q.block;
                 if (q.interleaved) {
                     for (std::int64_t j = 0; j < q.block; ++j) yb[j] = q.lut[code_at(q, row, b * q.block + j)] * d + m;
