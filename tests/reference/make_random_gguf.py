@@ -75,7 +75,7 @@ def permute(w, n_head, n_head_kv):  # llama.cpp's LlamaModel.permute
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def add_tokenizer(w, folder, arch):
+def add_tokenizer(w, folder, arch, vocab_size=0):
     """A tokenizer.json's byte-level BPE as llama.cpp's convert script writes it: tokens
     by id (ids the file does not name become unused [PAD<id>] entries), merges, token
     types (added tokens are control tokens), the pre-tokenizer's name, the chat template."""
@@ -83,7 +83,9 @@ def add_tokenizer(w, folder, arch):
         tj = json.load(f)
     vocab = tj["model"]["vocab"]
     added = {t["content"]: t["id"] for t in tj.get("added_tokens", [])}
-    n = max(list(vocab.values()) + list(added.values())) + 1
+    # Padded to the embedding's rows, as convert_hf_to_gguf.py does (llama.cpp takes the
+    # vocabulary size from this list and checks the embedding against it).
+    n = max(max(list(vocab.values()) + list(added.values())) + 1, vocab_size)
     tokens = [f"[PAD{i}]" for i in range(n)]
     types = [gguf.TokenType.UNUSED] * n
     for t, i in vocab.items():
@@ -176,7 +178,7 @@ def main():
             w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
 
     if args.tokenizer:
-        add_tokenizer(w, args.tokenizer, arch)
+        add_tokenizer(w, args.tokenizer, arch, cfg["vocab_size"])
 
     qtype = getattr(gguf.GGMLQuantizationType, args.type)
     for name, t in sorted(tensors.items()):
