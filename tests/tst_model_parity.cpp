@@ -3,7 +3,8 @@
 // a tied head and linear RoPE scaling, Qwen3 with q/k norms and an explicit head_dim,
 // Mistral with a sliding window of 24, Phi-3 with fused projections, Gemma 2 with
 // soft-capping and alternating windowed layers, Gemma 3 with q/k norms and windowed
-// layers on their own RoPE base; windows of 16 and 24, so most prompts cross them).
+// layers on their own RoPE base, Qwen2 with use_sliding_window from layer 1 on; windows of
+// 16 and 24, so most prompts cross them).
 // fp32 logits must agree to 1e-4 at every position:
 //   - each prompt alone without reuse of the cache (full recompute),
 //   - all prompts packed in one forward, their slots shuffled through the cache,
@@ -135,7 +136,8 @@ private Q_SLOTS:
         pf.close();
         for (const QString& name : {QStringLiteral("tiny-llama"), QStringLiteral("tiny-qwen2"), QStringLiteral("tiny-qwen3"),
                                     QStringLiteral("tiny-mistral"), QStringLiteral("tiny-phi3"),
-                                    QStringLiteral("tiny-gemma2"), QStringLiteral("tiny-gemma3")}) {
+                                    QStringLiteral("tiny-gemma2"), QStringLiteral("tiny-gemma3"),
+                                    QStringLiteral("tiny-qwen2-window")}) {
             Preset p;
             p.name = name;
             p.dir = work + QLatin1Char('/') + name;
@@ -201,6 +203,8 @@ private Q_SLOTS:
         QCOMPARE(g3.rope_scaling.kind, kev::RopeScalingKind::Linear);
         QVERIFY(g3.layer_windowed(2) && !g3.layer_windowed(3));
         QVERIFY(g3.describe_features().find("sliding window 16 on 3 of 4 layers") != std::string::npos);
+        const auto& qw = preset(QStringLiteral("tiny-qwen2-window")).model->config();
+        QVERIFY(qw.sliding_window == 16 && !qw.layer_windowed(0) && qw.layer_windowed(1));
         // A tied head is the embedding itself, not a copy.
         const auto& w = preset(QStringLiteral("tiny-qwen2")).model->weights();
         QVERIFY(w.lm_head.weight.data_ptr() == w.embed.data_ptr());
@@ -208,7 +212,8 @@ private Q_SLOTS:
 
     void fullRecompute_data() {
         QTest::addColumn<QString>("name");
-        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"})
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-gemma2", "tiny-gemma3",
+                              "tiny-qwen2-window"})
             QTest::newRow(n) << QString::fromLatin1(n);
     }
     // Each prompt alone, in a fresh cache; slots start at 0 while positions may
@@ -272,7 +277,8 @@ private Q_SLOTS:
     void incrementalDecode_data() {
         QTest::addColumn<QString>("name");
         QTest::addColumn<bool>("byReads");
-        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"}) {
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-gemma2", "tiny-gemma3",
+                              "tiny-qwen2-window"}) {
             QTest::newRow(qPrintable(QStringLiteral("%1 mask").arg(QLatin1String(n)))) << QString::fromLatin1(n) << false;
             QTest::newRow(qPrintable(QStringLiteral("%1 reads").arg(QLatin1String(n)))) << QString::fromLatin1(n) << true;
         }
@@ -413,7 +419,8 @@ private Q_SLOTS:
     // has the window, so the tests above would see a window that does nothing).
     void windowMatters_data() {
         QTest::addColumn<QString>("name");
-        for (const char* n : {"tiny-mistral", "tiny-gemma2", "tiny-gemma3"}) QTest::newRow(n) << QString::fromLatin1(n);
+        for (const char* n : {"tiny-mistral", "tiny-gemma2", "tiny-gemma3", "tiny-qwen2-window"})
+            QTest::newRow(n) << QString::fromLatin1(n);
     }
     void windowMatters() {
         QFETCH(QString, name);

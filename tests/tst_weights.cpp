@@ -223,6 +223,15 @@ private Q_SLOTS:
                        kev::ErrorCode::Unsupported, {"g7.json", "relu"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(gemma + R"("final_logit_softcapping":-1.0})", "g8.json"); },
                        kev::ErrorCode::Format, {"g8.json", "final_logit_softcapping"}));
+        // Qwen2's use_sliding_window: the window from max_window_layers on; no other family has the switch.
+        const std::string qwen2 = std::string(base).replace(base.find("llama"), 5, "qwen2");
+        const kev::ModelConfig qw = kev::config_from_hf_json(
+            qwen2 + R"("use_sliding_window":true,"sliding_window":512,"max_window_layers":1})", "q.json");
+        QVERIFY(qw.sliding_window == 512 && !qw.layer_windowed(0) && qw.layer_windowed(1));
+        QCOMPARE(kev::config_from_hf_json(qwen2 + R"("use_sliding_window":false,"sliding_window":512})", "q0.json").sliding_window,
+                 std::int64_t(0));
+        QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("use_sliding_window":true})", "q1.json"); },
+                       kev::ErrorCode::Unsupported, {"q1.json", "use_sliding_window"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type":"llama","num_hidden_layers":2})", "d.json"); },
                        kev::ErrorCode::Format, {"d.json", "hidden_size"}));
         QVERIFY(throws([&] { kev::config_from_hf_json(R"({"model_type": llama})", "e.json"); }, kev::ErrorCode::Format,

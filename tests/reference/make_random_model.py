@@ -9,6 +9,8 @@ Presets:
   tiny-qwen3     Qwen3, per-head q/k norm, explicit head_dim != hidden/heads, tied
   tiny-mistral   Mistral (the Llama decoder with a sliding window of 24), untied
   tiny-phi3      Phi-3 (fused qkv_proj and gate_up_proj), untied, no window
+  tiny-qwen2-window  tiny-qwen2 with use_sliding_window: a 16-token window from layer 1 on
+                 (max_window_layers 1)
   tiny-gemma2    Gemma 2: (1 + w) norms around attention and MLP, GeGLU, scaled embeddings,
                  attention and final soft-caps (small, so they bend), windowed layers 0 and 2
                  (window 16), query_pre_attn_scalar 24, tied
@@ -53,6 +55,9 @@ PRESETS = {
     "tiny-phi3": dict(TINY, model_type="phi3", architectures=["Phi3ForCausalLM"], tie_word_embeddings=False,
                       hidden_act="silu", sliding_window=None, pad_token_id=0, original_max_position_embeddings=2048,
                       rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+    "tiny-qwen2-window": dict(TINY, model_type="qwen2", architectures=["Qwen2ForCausalLM"], tie_word_embeddings=True,
+                              hidden_act="silu", use_sliding_window=True, sliding_window=16, max_window_layers=1,
+                              rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
     "tiny-gemma2": dict(TINY, model_type="gemma2", architectures=["Gemma2ForCausalLM"], num_hidden_layers=3,
                         head_dim=16, tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh",
                         query_pre_attn_scalar=24, sliding_window=16, attn_logit_softcapping=3.0,

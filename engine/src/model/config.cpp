@@ -157,6 +157,25 @@ std::int64_t derived_head_dim(const ModelConfig& c) {
     return c.hidden_size / c.num_heads;
 }
 
+// layer_types (transformers >= 5): one entry per layer, "sliding_attention" or
+// "full_attention", into c.windowed_layers. False when the key is absent or null.
+bool read_layer_types(const json& j, ModelConfig& c, const std::string& source) {
+    auto lt = j.find("layer_types");
+    if (lt == j.end() || lt->is_null()) return false;
+    // Clamped: an absurd layer count is reported by validate(), not allocated here.
+    c.windowed_layers.assign(static_cast<std::size_t>(std::clamp<std::int64_t>(c.num_layers, 0, 1 << 10)), 0);
+    if (!lt->is_array() || static_cast<std::int64_t>(lt->size()) != c.num_layers || lt->size() != c.windowed_layers.size())
+        fail(ErrorCode::Format, source, "layer_types must list one type per layer (" + std::to_string(c.num_layers) + ")");
+    for (std::size_t i = 0; i < lt->size(); ++i) {
+        const json& t = (*lt)[i];
+        if (t == "sliding_attention") c.windowed_layers[i] = 1;
+        else if (t != "full_attention")
+            fail(ErrorCode::Unsupported, source, "layer_types[" + std::to_string(i) + "] = " + t.dump() +
+                                                     " is not supported (sliding_attention, full_attention)");
+    }
+    return true;
+}
+
 }  // namespace
 
 const char* to_string(Arch arch) {
@@ -325,23 +344,10 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
         if (optional_bool(j, "use_bidirectional_attention", false, source))
             fail(ErrorCode::Unsupported, source, "use_bidirectional_attention (an encoder Gemma) is not supported");
         c.sliding_window = optional_int(j, "sliding_window", 0, source);
-        // Clamped: an absurd layer count is reported by validate(), not allocated here.
-        c.windowed_layers.assign(static_cast<std::size_t>(std::clamp<std::int64_t>(c.num_layers, 0, 1 << 10)), 0);
-        auto lt = j.find("layer_types");
-        if (lt != j.end() && !lt->is_null()) {
-            if (!lt->is_array() || static_cast<std::int64_t>(lt->size()) != c.num_layers ||
-                lt->size() != c.windowed_layers.size())
-                fail(ErrorCode::Format, source, "layer_types must list one type per layer (" + std::to_string(c.num_layers) + ")");
-            for (std::size_t i = 0; i < lt->size(); ++i) {
-                const json& t = (*lt)[i];
-                if (t == "sliding_attention") c.windowed_layers[i] = 1;
-                else if (t != "full_attention")
-                    fail(ErrorCode::Unsupported, source, "layer_types[" + std::to_string(i) + "] = " + t.dump() +
-                                                             " is not supported (sliding_attention, full_attention)");
-            }
-        } else {
+        if (!read_layer_types(j, c, source)) {
             // Before layer_types: Gemma 2 alternates (layer 0 windowed); Gemma 3 has
             // sliding_window_pattern (6): every 6th layer global.
+            c.windowed_layers.assign(static_cast<std::size_t>(std::clamp<std::int64_t>(c.num_layers, 0, 1 << 10)), 0);
             const std::int64_t pattern = c.arch == Arch::Gemma2 ? 2 : optional_int(j, "sliding_window_pattern", 6, source);
             if (pattern <= 0) fail(ErrorCode::Format, source, "sliding_window_pattern must be positive");
             for (std::size_t i = 0; i < c.windowed_layers.size(); ++i) c.windowed_layers[i] = (i + 1) % pattern != 0;
@@ -352,8 +358,19 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
     }
     if (optional_bool(j, "mlp_bias", false, source))
         fail(ErrorCode::Unsupported, source, "mlp_bias is not supported");
-    if (optional_bool(j, "use_sliding_window", false, source))
-        fail(ErrorCode::Unsupported, source, "sliding-window attention is not supported");
+    if (optional_bool(j, "use_sliding_window", false, source)) {
+        // Qwen2 / Qwen3: the window on the layers from max_window_layers on (or as
+        // layer_types says); other families have no such switch.
+        if (c.arch != Arch::Qwen2 && c.arch != Arch::Qwen3)
+            fail(ErrorCode::Unsupported, source, "use_sliding_window is not supported for " + model_type);
+        c.sliding_window = optional_int(j, "sliding_window", 4096, source);
+        if (c.sliding_window <= 0) fail(ErrorCode::Format, source, "sliding_window must be positive with use_sliding_window");
+        if (!read_layer_types(j, c, source)) {
+            const std::int64_t first = optional_int(j, "max_window_layers", 28, source);
+            c.windowed_layers.assign(static_cast<std::size_t>(std::clamp<std::int64_t>(c.num_layers, 0, 1 << 10)), 0);
+            for (std::size_t i = 0; i < c.windowed_layers.size(); ++i) c.windowed_layers[i] = static_cast<std::int64_t>(i) >= first;
+        }
+    }
     // Mistral's and Phi-3's window applies to every layer whenever it is set (Qwen2 writes
     // one but switches it off with use_sliding_window, above).
     if (c.arch == Arch::Mistral || c.arch == Arch::Phi3) {
