@@ -133,28 +133,36 @@ private Q_SLOTS:
     // logits packed are the same bits as alone, in fp32, bf16 and 4-bit (NF4, int8
     // kernel), greedy and seeded sampling, with and without a shared context. A family
     // this CPU lacks is reported as not run, by name; it is never tested under another.
+    // tiny-gemma2 / tiny-gemma3 add soft-capped scores, GeGLU, Gemma's norms and 16-token
+    // windows that the shared context and prompts cross.
     void isolationIsExactOnEveryKernelFamily_data() {
         QTest::addColumn<QString>("family");
         QTest::addColumn<QString>("precision");
         QTest::addColumn<bool>("shared");
+        QTest::addColumn<QString>("preset");
         for (const char* family : {"scalar", "avx2", "avx512", "amx"})
-            for (const char* precision : {"fp32", "bf16", "4bit"})
+            for (const char* precision : {"fp32", "bf16", "4bit"}) {
                 for (bool shared : {false, true})
                     QTest::addRow("%s %s%s", family, precision, shared ? " shared sampled" : " greedy")
-                        << QString(family) << QString(precision) << shared;
+                        << QString(family) << QString(precision) << shared << QString("tiny-qwen2");
+                for (const char* preset : {"tiny-gemma2", "tiny-gemma3"})
+                    QTest::addRow("%s %s %s shared sampled", family, precision, preset)
+                        << QString(family) << QString(precision) << true << QString(preset);
+            }
     }
 
     void isolationIsExactOnEveryKernelFamily() {
         QFETCH(QString, family);
         QFETCH(QString, precision);
         QFETCH(bool, shared);
+        QFETCH(QString, preset);
         const kev::Isa isa = kev::parse_isa(family.toStdString());
         if (!kev::isa_supported(isa))
             QSKIP(qPrintable(QString("NOT RUN: the %1 kernels (this CPU has up to %2)").arg(family, kev::to_string(kev::cpu_isa()))));
         kev::set_isa_limit(isa);
         const kev::DType dtype = precision == "fp32" ? kev::DType::F32 : kev::DType::BF16;
         const auto quant = precision == "4bit" ? kev::WeightQuant::NF4 : kev::WeightQuant::None;
-        const auto m = loadTiny("tiny-qwen2", dtype, quant);
+        const auto m = loadTiny(preset, dtype, quant);
         QVERIFY(m);
         for (const auto& [path, kernel] : kev::kernel_paths())
             if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode")
@@ -185,15 +193,21 @@ private Q_SLOTS:
     // One arithmetic on every family: the fp32 forward (FMA dense kernels, row kernels,
     // AVX2 or scalar attention) and the 4-bit forward (the int8 kernel's exact sums) give
     // the same bits whichever family runs them; bf16 too when the FMA kernel is named.
+    // tiny-gemma2 / tiny-gemma3: soft-capped and windowed attention rows too (the first
+    // card's 20-30 tokens after an 8-token context cross the 16-token window).
     void theForwardIsTheSameBitsOnEveryFamily_data() {
         QTest::addColumn<QString>("precision");
-        QTest::newRow("fp32") << "fp32";
-        QTest::newRow("bf16 fma") << "bf16";
-        QTest::newRow("4bit") << "4bit";
+        QTest::addColumn<QString>("preset");
+        for (const char* preset : {"tiny-qwen3", "tiny-gemma2", "tiny-gemma3"}) {
+            QTest::addRow("%s fp32", preset) << "fp32" << QString(preset);
+            QTest::addRow("%s bf16 fma", preset) << "bf16" << QString(preset);
+            QTest::addRow("%s 4bit", preset) << "4bit" << QString(preset);
+        }
     }
     void theForwardIsTheSameBitsOnEveryFamily() {
         QFETCH(QString, precision);
-        const auto m = loadTiny("tiny-qwen3", precision == "fp32" ? kev::DType::F32 : kev::DType::BF16,
+        QFETCH(QString, preset);
+        const auto m = loadTiny(preset, precision == "fp32" ? kev::DType::F32 : kev::DType::BF16,
                                 precision == "4bit" ? kev::WeightQuant::NF4 : kev::WeightQuant::None);
         QVERIFY(m);
         std::mt19937 rng(5);

@@ -172,11 +172,11 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
         const ForwardBatch::RowRead& rd = reads[static_cast<std::size_t>(r)];
         std::int64_t shared_begin = 0, begin = rd.begin;
         if (W > 0) {
-            const std::int64_t oldest = options.row_positions[r] - W;  // positions <= oldest are out
+            const std::int64_t p = options.row_positions[r];
             const std::int64_t* sp = options.slot_positions;
-            auto after = [oldest](std::int64_t pos) { return pos <= oldest; };
-            shared_begin = std::partition_point(sp, sp + rd.shared_end, after) - sp;
-            begin = std::partition_point(sp + rd.begin, sp + rd.end, after) - sp;
+            auto outside = [p, W](std::int64_t pos) { return !within_window(p, pos, W); };
+            shared_begin = std::partition_point(sp, sp + rd.shared_end, outside) - sp;
+            begin = std::partition_point(sp + rd.begin, sp + rd.end, outside) - sp;
         }
         row_slots[static_cast<std::size_t>(r)] = Slots{shared_begin, rd.shared_end - shared_begin, begin};
         row_len[static_cast<std::size_t>(r)] = (rd.shared_end - shared_begin) + (rd.end - begin);

@@ -59,20 +59,20 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, b
 // Attention off the row kernel: SDPA, or written out where SDPA cannot say it (Gemma 2's
 // soft-capped scores), as transformers' eager attention does: scores in the working dtype,
 // softmax in fp32. q [B, H, S, D], keys/values [B, KVH, L, D], mask bool broadcast to
-// [B, H, S, L] (undefined with causal).
+// [B, H, S, L] (undefined with causal). Soft-capped models never take the causal runs, so
+// the written-out form always has a mask.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const at::Tensor& mask,
                      bool causal, double scale, double softcap) {
     if (softcap <= 0.0)
         return at::scaled_dot_product_attention(q, keys, values, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
                                                 0.0, causal, scale, /*enable_gqa=*/true);
+    if (causal || !mask.defined()) throw Error(ErrorCode::InvalidArgument, "soft-capped attention needs an explicit mask");
     const std::int64_t G = q.size(1) / keys.size(1);
     const at::Tensor k = G > 1 ? keys.repeat_interleave(G, 1) : keys;
     const at::Tensor v = G > 1 ? values.repeat_interleave(G, 1) : values;
     at::Tensor w = at::matmul(q, k.transpose(-2, -1)) * scale;
     w = at::tanh(w / softcap) * softcap;
-    at::Tensor visible = mask;
-    if (causal) visible = at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril(k.size(2) - q.size(2));
-    if (visible.defined()) w = w.masked_fill(visible.logical_not(), -INFINITY);
+    w = w.masked_fill(mask.logical_not(), -INFINITY);
     w = at::softmax(w, -1, at::kFloat).to(q.scalar_type());
     return at::matmul(w, v);
 }
@@ -265,7 +265,7 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             std::vector<std::uint8_t> m(b.mask);
             const auto& sp = cache.slot_positions();
             for (std::int64_t r = 0; r < S; ++r)
-                for (std::int64_t j = 0; j < K; ++j) m[r * K + j] &= b.positions[r] - sp[j] < c.sliding_window;
+                for (std::int64_t j = 0; j < K; ++j) m[r * K + j] &= within_window(b.positions[r], sp[j], c.sliding_window);
             window_mask = at::from_blob(m.data(), {S, K}, at::kByte).to(dev, at::kBool, false, true);
         }
     } else {
@@ -285,7 +285,8 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         if (any_window) {
             const auto& sp = cache.slot_positions();
             for (std::int64_t r = 0; r < S; ++r)
-                for (std::int64_t j = 0; j < L; ++j) ok[r * L + j] &= b.positions[r] - sp[idx[r * L + j]] < c.sliding_window;
+                for (std::int64_t j = 0; j < L; ++j)
+                    ok[r * L + j] &= within_window(b.positions[r], sp[idx[r * L + j]], c.sliding_window);
             window_valid = at::from_blob(ok.data(), {S, 1, 1, L}, at::kByte).to(dev, at::kBool, false, true);
         }
     }

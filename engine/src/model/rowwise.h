@@ -80,6 +80,13 @@ void softcap_rows(at::Tensor& x, double cap);
 // into softcap * tanh(score / softcap) before the max; `window` > 0 keeps only the slots
 // whose position (slot_positions) is within window - 1 of the row's (row_positions): the
 // tail of each read span, as positions rise along a span.
+// The window rule, written once: a row at row_position reads a slot holding slot_position
+// only when it lies within the last `window` positions (window 0: no limit). The row kernel,
+// the dense masks and the gathers off the CPU all ask this.
+inline bool within_window(std::int64_t row_position, std::int64_t slot_position, std::int64_t window) {
+    return window <= 0 || row_position - slot_position < window;
+}
+
 struct RowAttention {
     float scale = 0.0f;
     float softcap = 0.0f;
