@@ -173,6 +173,15 @@ KEV_AVX2 inline __m256 load8(const void* w, std::int64_t i, int h) {
     }
 }
 
+// v kept in a register. Without this GCC folds each activation load into the FMAs
+// that use it, so a 3 x 2 tile loaded x twice: 16 loads for 12 FMAs, which bounds the
+// tile by its loads (one AVX2 core, fp32 tiles of 64 outputs, 896 inputs: 46-47 GFLOP/s
+// with the loads folded, 67-73 with x in a register; the same bits, only fewer loads).
+KEV_AVX2 inline __m256 in_register(__m256 v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 template <W T, int MR, int NR>
 KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_t m0, std::int64_t o0,
                       const Store& st) {
@@ -187,7 +196,7 @@ KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_
             __m256 wv[NR];
             for (int n = 0; n < NR; ++n) wv[n] = load8<T>(w, (o0 + n) * I + i, h);
             for (int m = 0; m < MR; ++m) {
-                const __m256 xv = _mm256_loadu_ps(xr + m * I + i + 8 * h);
+                const __m256 xv = in_register(_mm256_loadu_ps(xr + m * I + i + 8 * h));
                 for (int n = 0; n < NR; ++n) acc[m][n][h] = _mm256_fmadd_ps(xv, wv[n], acc[m][n][h]);
             }
         }
@@ -267,19 +276,24 @@ __attribute__((target("avx2,fma,f16c"))) void widen_bf16_rows(const std::uint16_
 
 std::int64_t dtype_size(at::ScalarType t) { return t == at::kFloat ? 4 : 2; }
 
-// Calls of at least two row tiles (AVX-512: 4 rows a tile, AVX2: 3) widen each task's
-// bf16 weights once into fp32, kept in cache while every row passes over them, and run
-// the fp32 tiles: the widening leaves the inner loop, where it took a quarter of the
-// vector instructions of a 3-row AVX2 tile (kev-bench linear, 128 rows: AVX2 1.2-1.7x,
-// AVX-512 1.6-1.9x). With one tile the weights are widened once either way, and the
-// extra store and load would cost. (Tried and dropped on the 2-core VM: widened blocks
-// cut to ~256 KB for long rows, and the inputs cut into chunks with the lanes kept in
-// memory, neither faster in the pack; the next block's raw weights prefetched from the
-// tiles, 10% slower at 128 rows.)
-constexpr std::int64_t widen_once_rows(bool k512) { return k512 ? 8 : 6; }
+// AVX-512 calls of at least two row tiles (8 rows) widen each task's bf16 weights once
+// into fp32, kept in cache while every row passes over them, and run the fp32 tiles: the
+// widening leaves the inner loop, where it took a quarter of the vector instructions
+// (kev-bench linear, 128 rows: 1.6-1.9x on an Intel Xeon). With one tile the weights are
+// widened once either way, and the extra store and load would cost. (Tried and dropped
+// there: widened blocks cut to ~256 KB for long rows, the inputs cut into chunks with the
+// lanes kept in memory, the next block's raw weights prefetched from the tiles.)
+// AVX2 does not widen: with the activations held in registers (in_register) its bf16
+// tiles beat the widened fp32 ones on an AVX2-only AMD EPYC (Zen 3), the bf16 block being
+// half the bytes in L2 (kev-bench linear, 2 threads, medians of 4 alternations, GFLOP/s,
+// bf16 tiles against widened on the 0.5B model's shapes: 128 rows 100-135 against 82-99;
+// 16 rows, the down projection 93 against 70, the others within the noise, 77-81 against
+// 71-84). Measured on the
+// Intel Xeon before the activations were held in registers, AVX2 widening won 1.2-1.7x:
+// re-measure there before changing this.
+constexpr std::int64_t kWidenOnceRows512 = 8;
 
-template <bool k512>
-void widened_rows(const float* x, std::int64_t M, std::int64_t I, const void* w, const Store& st, std::int64_t ob,
+void widened_rows512(const float* x, std::int64_t M, std::int64_t I, const void* w, const Store& st, std::int64_t ob,
                   std::int64_t oe) {
     thread_local std::vector<float> wide;
     const std::int64_t rows = oe - ob;
@@ -288,7 +302,7 @@ void widened_rows(const float* x, std::int64_t M, std::int64_t I, const void* w,
     Store block = st;  // outputs [ob, oe) as 0 .. rows
     block.y = static_cast<char*>(st.y) + ob * dtype_size(st.dt);
     if (st.bias) block.bias = st.bias + ob;
-    rows_simd<W::F32, k512>(x, M, I, wide.data(), block, 0, rows);
+    rows_simd<W::F32, true>(x, M, I, wide.data(), block, 0, rows);
 }
 
 template <W T>
@@ -299,9 +313,8 @@ void run(Isa isa, const float* x, std::int64_t M, std::int64_t I, const void* w,
         for (std::int64_t b = b0; b < b1; ++b) {
             const std::int64_t ob = b * kBlock, oe = std::min(O, ob + kBlock);
             if constexpr (T == W::BF16) {
-                if (isa != Isa::Scalar && M >= widen_once_rows(isa == Isa::Avx512)) {
-                    if (isa == Isa::Avx512) widened_rows<true>(x, M, I, w, st, ob, oe);
-                    else widened_rows<false>(x, M, I, w, st, ob, oe);
+                if (isa == Isa::Avx512 && M >= kWidenOnceRows512) {
+                    widened_rows512(x, M, I, w, st, ob, oe);
                     continue;
                 }
             }
