@@ -24,7 +24,7 @@
 // (bf16 by a 16-bit shift or mask, fp16 by F16C), every multiply-add is one fused rounding. The
 // AVX-512 kernel keeps the 16 lanes in one register, AVX2 in two, the scalar twin in an
 // array: the three give the same bits (tst_linear checks it), and a row's result never
-// depends on the other rows (tiles of 4 rows only share weight loads).
+// depends on the other rows (a tile of rows only shares weight loads).
 #pragma once
 
 #include <ATen/core/Tensor.h>
