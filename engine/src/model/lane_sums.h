@@ -21,7 +21,8 @@
 namespace kev {
 
 // How far ahead of its loads a fixed-order kernel prefetches a weight row, in bytes (the
-// bf16 and FMA kernels share it). Measured on a 272 MB matrix (the 0.5B model's head),
+// vdpbf16ps and AVX-512 FMA kernels share it; the AVX2 tiles prefetch along one cursor,
+// kStreamPrefetchBytes in linear_dense.cpp). Measured on a 272 MB matrix (the 0.5B model's head),
 // 2 threads, one activation row, vdpbf16ps: 15.9 GB/s without, 20.2 with 512 bytes (the
 // probe read 21 GB/s); 256 and 1024 do less.
 constexpr int kWeightPrefetchBytes = 512;

@@ -70,6 +70,12 @@ inline float tail_and_tree(float* lane, const float* x, const void* w, std::int6
     return s2a + s2b;
 }
 
+// Bytes of one weight of type T.
+template <W T>
+constexpr std::int64_t weight_bytes() {
+    return T == W::F32 ? 4 : 2;
+}
+
 // The lane of input j of a whole 16 (linear_dense.h): bf16 even inputs in lanes 0-7,
 // odd ones in 8-15; every other dtype in order.
 template <W T>
@@ -118,8 +124,7 @@ KEV_AVX512 inline __m512 load16(const void* w, std::int64_t i) {
 
 template <W T>
 inline void prefetch_weights(const void* w, std::int64_t i) {
-    constexpr std::int64_t size = T == W::F32 ? 4 : 2;
-    _mm_prefetch(static_cast<const char*>(w) + i * size + kWeightPrefetchBytes, _MM_HINT_T0);
+    _mm_prefetch(static_cast<const char*>(w) + i * weight_bytes<T>() + kWeightPrefetchBytes, _MM_HINT_T0);
 }
 
 template <W T, int MR, int NR>
@@ -202,11 +207,10 @@ KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_
         for (int n = 0; n < NR; ++n) acc[m][n][0] = acc[m][n][1] = _mm256_setzero_ps();
     const std::int64_t full = I / 16 * 16;
     const float* xr = x + m0 * I;
-    // The tile's NR weight rows are one contiguous span, read at kStep bytes an
-    // iteration: one cursor walks it kStreamPrefetchBytes ahead, into the next tile's rows
-    // at the end (kStreamPrefetchBytes, above).
-    constexpr std::int64_t kStep = NR * 16 * (T == W::F32 ? 4 : 2);
-    const char* ahead = static_cast<const char*>(w) + o0 * I * (T == W::F32 ? 4 : 2) + kStreamPrefetchBytes;
+    // The tile's NR weight rows are one contiguous span, read kStep bytes an iteration:
+    // one cursor walks it kStreamPrefetchBytes ahead, into the next tile's rows at the end.
+    constexpr std::int64_t kStep = NR * 16 * weight_bytes<T>();
+    const char* ahead = static_cast<const char*>(w) + o0 * I * weight_bytes<T>() + kStreamPrefetchBytes;
     for (std::int64_t i = 0; i < full; i += 16, ahead += kStep) {
         for (std::int64_t b = 0; b < kStep; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
         for (int h = 0; h < 2; ++h) {
