@@ -20,7 +20,7 @@
 
     tokenizer_reference.py gguf-variants --corpus corpus.json --qwen-dir DIR --gguf FILE --out-dir DIR
         Writes small GGUF files holding only tokenizer metadata, to test Kev's mapping of
-        tokenizer.ggml.pre names: the Qwen vocabulary as "qwen2" and as "llama-bpe", and
+        tokenizer.ggml.pre names: the Qwen vocabulary as "qwen2", "llama-bpe" and "gpt-4o", and
         SmolLM2's as "gpt-2" (and as "no-such-pre", which Kev must refuse).
         DIR/gguf_variants.json gives, per file, the ids that the tokenizers library
         produces with the matching pre-tokenizer.
@@ -248,7 +248,7 @@ def write_tokenizer_gguf(path, tokens, types, merges, pre, eos, template):
 
 def cmd_gguf_variants(args):
     from tokenizers import Regex, pre_tokenizers
-    from transformers.integrations.gguf.gguf_tokenizer_mapping import _LLAMA3_SPLIT
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import _GPT4O_SPLIT, _LLAMA3_SPLIT
     with open(args.corpus, encoding="utf-8") as f:
         texts = json.load(f)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -274,16 +274,24 @@ def cmd_gguf_variants(args):
     write_tokenizer_gguf(path, tokens, types, merges, "qwen2", eos, template)
     out["variants"].append({"file": path, "ids": encode_all(qwen, texts, False)})
 
-    # Same vocabulary, Llama 3 splitting (digits in threes), Llama 3's ignore_merges and no
-    # normalizer (Llama 3 has none; Qwen's NFC is kept for "qwen2" above).
-    path = os.path.join(args.out_dir, "llama-bpe.gguf")
-    write_tokenizer_gguf(path, tokens, types, merges, "llama-bpe", eos, "")
-    backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    backend.model.ignore_merges = True
-    backend.normalizer = None
-    out["variants"].append({"file": path, "ids": encode_all(qwen, texts, False)})
+    def split_variant(pre, split, ignore_merges):
+        """The same vocabulary under tokenizer.ggml.pre = `pre`: the tokenizers library's ids
+        with that split regex, no normalizer, and merges applied or ignored."""
+        path = os.path.join(args.out_dir, pre + ".gguf")
+        write_tokenizer_gguf(path, tokens, types, merges, pre, eos, "")
+        backend.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        backend.model.ignore_merges = ignore_merges
+        backend.normalizer = None
+        out["variants"].append({"file": path, "ids": encode_all(qwen, texts, False)})
+
+    # Llama 3 splitting (digits in threes), Llama 3's ignore_merges and no normalizer (Llama
+    # 3 has none; Qwen's NFC is kept for "qwen2" above).
+    split_variant("llama-bpe", _LLAMA3_SPLIT, True)
+    # GPT-4o's o200k splitting (Phi-4-mini's GGUF files name it), merges applied: what
+    # transformers' GGUF loader builds for "gpt-4o".
+    split_variant("gpt-4o", _GPT4O_SPLIT, False)
 
     # SmolLM2's vocabulary with plain GPT-2 splitting: what transformers' GGUF loader uses
     # when it does not know the pre-tokenizer name.

@@ -15,7 +15,7 @@ namespace kev {
 
 namespace {
 
-enum class PreSet { Gpt2, DigitThenGpt2, Qwen2, Llama3 };
+enum class PreSet { Gpt2, DigitThenGpt2, Qwen2, Llama3, Gpt4o };
 
 PreSet pre_set_for(const std::string& name, const std::string& where) {
     static const std::set<std::string> qwen2 = {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"};
@@ -24,6 +24,8 @@ PreSet pre_set_for(const std::string& name, const std::string& where) {
     static const std::set<std::string> digit_gpt2 = {"smollm", "starcoder", "refact", "command-r",
                                                      "codeshell", "exaone", "minerva"};
     static const std::set<std::string> gpt2 = {"gpt-2", "default", "mpt", "olmo", "jais"};
+    static const std::set<std::string> gpt4o = {"gpt-4o", "llama4"};  // Phi-4-mini's files say gpt-4o
+    if (gpt4o.count(name)) return PreSet::Gpt4o;
     if (qwen2.count(name)) return PreSet::Qwen2;
     if (llama3.count(name)) return PreSet::Llama3;
     if (digit_gpt2.count(name)) return PreSet::DigitThenGpt2;
@@ -114,6 +116,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
         case PreSet::Llama3:
             impl->pre.add_split(tok::patterns::kLlama3);
             opt.ignore_merges = true;
+            break;
+        case PreSet::Gpt4o:  // no normalizer, merges applied (llama.cpp and transformers alike)
+            impl->pre.add_split(tok::patterns::kGpt4o);
             break;
     }
     try {

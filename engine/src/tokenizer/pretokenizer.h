@@ -52,6 +52,7 @@ namespace patterns {
 extern const char* const kGpt2;    // GPT-2 / ByteLevel(use_regex=true)
 extern const char* const kQwen2;   // Qwen2/2.5/3 and cl100k-style, one digit per word
 extern const char* const kLlama3;  // Llama 3: digits in groups of up to three
+extern const char* const kGpt4o;   // o200k (GPT-4o, Phi-4-mini, Llama 4): case-aware words
 extern const char* const kDigit;   // Digits(individual_digits=true)
 extern const char* const kDigits;  // Digits(individual_digits=false)
 }  // namespace patterns
