@@ -135,7 +135,7 @@ private Q_SLOTS:
         pf.write(prompts_json(prompts_));
         pf.close();
         for (const QString& name : {QStringLiteral("tiny-llama"), QStringLiteral("tiny-qwen2"), QStringLiteral("tiny-qwen3"),
-                                    QStringLiteral("tiny-mistral"), QStringLiteral("tiny-phi3"),
+                                    QStringLiteral("tiny-mistral"), QStringLiteral("tiny-phi3"), QStringLiteral("tiny-phi4"),
                                     QStringLiteral("tiny-gemma2"), QStringLiteral("tiny-gemma3"),
                                     QStringLiteral("tiny-qwen2-window")}) {
             Preset p;
@@ -187,6 +187,16 @@ private Q_SLOTS:
         QCOMPARE(mistral.max_positions, std::int64_t(2048));  // the window no longer caps a card
         const auto& phi3 = preset(QStringLiteral("tiny-phi3")).model->config();
         QVERIFY(phi3.arch == kev::Arch::Phi3 && phi3.fused_qkv && phi3.fused_gate_up);
+        QCOMPARE(phi3.rope_dim(), phi3.head_dim);
+        const auto& phi4 = preset(QStringLiteral("tiny-phi4")).model->config();
+        QCOMPARE(phi4.rotary_dim, std::int64_t(12));  // int(16 x 0.75)
+        QCOMPARE(phi4.rope_scaling.kind, kev::RopeScalingKind::LongRope);
+        QCOMPARE(phi4.rope_scaling.original_max_positions, std::int64_t(1500));
+        QCOMPARE(phi4.rope_scaling.long_factor.size(), std::size_t(6));
+        // transformers' default: sqrt(1 + ln(4096 / 1500) / ln 1500)
+        QCOMPARE(phi4.rope_scaling.attention_factor, std::sqrt(1.0 + std::log(4096.0 / 1500.0) / std::log(1500.0)));
+        QVERIFY(phi4.describe_features().find("partial rotary (12 of 16 dims a head)") != std::string::npos);
+        QVERIFY(phi4.describe_features().find("LongRoPE (long factors from position 1500") != std::string::npos);
         const auto& g2 = preset(QStringLiteral("tiny-gemma2")).model->config();
         QCOMPARE(g2.arch, kev::Arch::Gemma2);
         QVERIFY(g2.gemma_norms && g2.scale_embeddings && !g2.qk_norm && g2.tie_word_embeddings);
@@ -212,7 +222,7 @@ private Q_SLOTS:
 
     void fullRecompute_data() {
         QTest::addColumn<QString>("name");
-        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-gemma2", "tiny-gemma3",
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-phi4", "tiny-gemma2", "tiny-gemma3",
                               "tiny-qwen2-window"})
             QTest::newRow(n) << QString::fromLatin1(n);
     }
@@ -274,10 +284,40 @@ private Q_SLOTS:
         }
     }
 
+    // LongRoPE chooses by each row's own position (kev/config.h): a prompt that crosses
+    // original_max_positions (1500 here) in one forward gives the logits it gives one token
+    // at a time, as transformers' cached decoding does (each step's sequence length is its
+    // position + 1). A rule by the longest position of the forward would turn rows 1490-1499
+    // by the long factors in the first run only.
+    void longRopePerPosition() {
+        Preset& p = preset(QStringLiteral("tiny-phi4"));
+        const std::int64_t from = 1490, n = 20;
+        auto batch = [&](std::int64_t first, std::int64_t count) {
+            kev::ForwardBatch b;
+            b.kv_len = n;
+            for (std::int64_t i = first; i < first + count; ++i) {
+                b.tokens.push_back(prompts_[1].tokens[static_cast<std::size_t>(i)]);
+                b.positions.push_back(from + i);
+                b.slots.push_back(i);
+                b.output_rows.push_back(i - first);
+                for (std::int64_t j = 0; j < n; ++j) b.mask.push_back(j <= i ? 1 : 0);
+            }
+            return b;
+        };
+        kev::KvCache whole_cache = p.model->make_cache(n);
+        const at::Tensor whole = p.model->forward(batch(0, n), whole_cache);
+        kev::KvCache step_cache = p.model->make_cache(n);
+        double worst = 0.0;
+        for (std::int64_t i = 0; i < n; ++i)
+            worst = std::max(worst, max_abs_diff(p.model->forward(batch(i, 1), step_cache), whole.narrow(0, i, 1)));
+        qInfo("tiny-phi4, positions 1490-1509 at once vs one at a time: max |diff| %.3g", worst);
+        QVERIFY2(worst <= kFp32Tolerance, qPrintable(QString::number(worst)));
+    }
+
     void incrementalDecode_data() {
         QTest::addColumn<QString>("name");
         QTest::addColumn<bool>("byReads");
-        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-gemma2", "tiny-gemma3",
+        for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3", "tiny-phi4", "tiny-gemma2", "tiny-gemma3",
                               "tiny-qwen2-window"}) {
             QTest::newRow(qPrintable(QStringLiteral("%1 mask").arg(QLatin1String(n)))) << QString::fromLatin1(n) << false;
             QTest::newRow(qPrintable(QStringLiteral("%1 reads").arg(QLatin1String(n)))) << QString::fromLatin1(n) << true;

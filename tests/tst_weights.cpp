@@ -127,7 +127,7 @@ private Q_SLOTS:
         // core is busy (measured: 8x slower decode steps under load).
         at::set_num_threads(1);
         work_ = kevtest::workDir(QStringLiteral("weights"));
-        for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"}) {
+        for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-phi4", "tiny-gemma2", "tiny-gemma3"}) {
             const QString dir = work_ + QLatin1Char('/') + QLatin1String(preset);
             QStringList args{QStringLiteral("--preset"), QLatin1String(preset), QStringLiteral("--out"), dir};
             // As llama.cpp reads Gemma files: queries scaled by the head size, Gemma 3's
@@ -177,20 +177,73 @@ private Q_SLOTS:
         QVERIFY(throws([&] { kev::config_from_hf_json(std::string(mistral).replace(mistral.find("llama"), 5, "mistral") +
                                                           R"("sliding_window":-4})", "m1.json"); },
                        kev::ErrorCode::Format, {"m1.json", "sliding_window"}));
-        // Phi-3: fused tensors; Phi-4-mini's partial rotary and Phi-3.5's LongRoPE are named.
+        // Phi-3: fused tensors; Phi-4-mini's partial rotary and Phi-3.5's LongRoPE as their
+        // folders write them (at the top and in rope_scaling), their mistakes named.
         const std::string phi3 = std::string(base).replace(base.find("llama"), 5, "phi3");
         const kev::ModelConfig p3 = kev::config_from_hf_json(phi3 + R"("sliding_window":2047})", "p.json");
         QVERIFY(p3.arch == kev::Arch::Phi3 && p3.fused_qkv && p3.fused_gate_up);
         QCOMPARE(p3.sliding_window, std::int64_t(2047));
         QCOMPARE(p3.max_positions, std::int64_t(4096));
-        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("partial_rotary_factor":0.75})", "p1.json"); },
-                       kev::ErrorCode::Unsupported, {"p1.json", "partial rotary"}));
-        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_parameters":{"rope_type":"default","partial_rotary_factor":0.75}})",
-                                                      "p2.json"); },
-                       kev::ErrorCode::Unsupported, {"p2.json", "partial rotary"}));
+        const std::int64_t D = p3.head_dim;  // 16: hidden 64 / 4 heads
+        const kev::ModelConfig p1 = kev::config_from_hf_json(phi3 + R"("partial_rotary_factor":0.75})", "p1.json");
+        QCOMPARE(p1.rotary_dim, D * 3 / 4);
+        QCOMPARE(p1.rope_dim(), D * 3 / 4);
+        const kev::ModelConfig p2 =
+            kev::config_from_hf_json(phi3 + R"("rope_parameters":{"rope_type":"default","partial_rotary_factor":0.5}})", "p2.json");
+        QCOMPARE(p2.rotary_dim, D / 2);
+        auto factors = [](std::int64_t n, double v) {
+            std::string s = "[";
+            for (std::int64_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(v + 0.25 * static_cast<double>(i));
+            return s + "]";
+        };
+        // Phi-3.5-mini as its folder writes it: "su"-era keys, original length at the top.
+        const std::string longrope = R"("original_max_position_embeddings":1024,"rope_scaling":{"type":"longrope","short_factor":)" +
+                                     factors(D / 2, 1.0) + R"(,"long_factor":)" + factors(D / 2, 2.0) + "}}";
+        const kev::ModelConfig p3l = kev::config_from_hf_json(phi3 + longrope, "p3.json");
+        QCOMPARE(p3l.rope_scaling.kind, kev::RopeScalingKind::LongRope);
+        QCOMPARE(p3l.rope_scaling.original_max_positions, std::int64_t(1024));
+        QCOMPARE(p3l.rope_scaling.long_factor[1], 2.25);
+        QCOMPARE(p3l.rope_scaling.attention_factor, std::sqrt(1.0 + std::log(4.0) / std::log(1024.0)));  // 4096 / 1024
+        const kev::ModelConfig su = kev::config_from_hf_json(
+            phi3 + std::string(longrope).replace(longrope.find("longrope"), 8, "su"), "su.json");
+        QCOMPARE(su.rope_scaling.kind, kev::RopeScalingKind::LongRope);
+        // An explicit attention_factor wins; the factor lists must fit the rotary size.
+        const kev::ModelConfig af = kev::config_from_hf_json(
+            phi3 + R"("rope_scaling":{"type":"longrope","attention_factor":1.5,"short_factor":)" + factors(D / 2, 1.0) +
+                R"(,"long_factor":)" + factors(D / 2, 1.0) + "}}", "af.json");
+        QCOMPARE(af.rope_scaling.attention_factor, 1.5);
+        // The original length and the attention factor are checked wherever they came from.
+        const std::string ok_factors = R"("short_factor":)" + factors(D / 2, 1.0) + R"(,"long_factor":)" + factors(D / 2, 1.0) + "}}";
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_scaling":{"type":"longrope","original_max_position_embeddings":1,)" +
+                                                          ok_factors, "o1.json"); },
+                       kev::ErrorCode::Format, {"o1.json", "original_max_position_embeddings 1", "2..16777216"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_scaling":{"type":"longrope","attention_factor":-2,)" + ok_factors,
+                                                      "o2.json"); },
+                       kev::ErrorCode::Format, {"o2.json", "attention_factor -2", "positive finite"}));
+        QCOMPARE(kev::longrope_default_attention_factor(0.5, 1024), 1.0);  // a shorter context is not scaled
+        QCOMPARE(kev::longrope_default_attention_factor(4.0, 1), 1.0);     // nor one with no original length
         QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":[1]}})",
-                                                      "p3.json"); },
-                       kev::ErrorCode::Unsupported, {"p3.json", "longrope"}));
+                                                      "p4.json"); },
+                       kev::ErrorCode::Format, {"p4.json", "short_factor lists 1 factors", "needs 8"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("partial_rotary_factor":0.75,"rope_scaling":{"type":"longrope",)"
+                                                                 R"("short_factor":)" + factors(D / 2, 1.0) + R"(,"long_factor":)" +
+                                                          factors(D / 2, 1.0) + "}}", "p5.json"); },
+                       kev::ErrorCode::Format, {"p5.json", "needs 6"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":"x"}})",
+                                                      "p6.json"); },
+                       kev::ErrorCode::Format, {"p6.json", "long_factor", "not a list"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("partial_rotary_factor":1.5})", "p7.json"); },
+                       kev::ErrorCode::Format, {"p7.json", "partial_rotary_factor"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("partial_rotary_factor":0.01})", "p7a.json"); },
+                       kev::ErrorCode::Format, {"p7a.json", "turns 0 of head_dim 16 dims"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(phi3 + R"("partial_rotary_factor":0.34})", "p7b.json"); },
+                       kev::ErrorCode::Format, {"p7b.json", "rotary size 5", "must be even"}));
+        // Only Phi-3's attention slices partial heads; LongRoPE is Phi-3's.
+        QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("partial_rotary_factor":0.5})", "p8.json"); },
+                       kev::ErrorCode::Unsupported, {"p8.json", "partial rotary", "phi3 only"}));
+        QVERIFY(throws([&] { kev::config_from_hf_json(base + R"("rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":[1]}})",
+                                                      "p9.json"); },
+                       kev::ErrorCode::Unsupported, {"p9.json", "longrope", "phi3 only"}));
         // Gemma as older folders write it: no layer_types (Gemma 2 alternates from layer 0,
         // Gemma 3 follows sliding_window_pattern), Gemma 3's rope_local_base_freq at the top.
         const std::string gemma = std::string(base).replace(base.find("llama"), 5, "gemma2");
@@ -424,6 +477,7 @@ private Q_SLOTS:
         QTest::newRow("qwen2 F32 (bias, tied, linear rope)") << "tiny-qwen2" << "F32" << 1e-5;
         QTest::newRow("qwen3 F32 (q/k norm)") << "tiny-qwen3" << "F32" << 1e-5;
         QTest::newRow("phi3 F32 (fused qkv, ffn_up = gate | up)") << "tiny-phi3" << "F32" << 1e-5;
+        QTest::newRow("phi4 F32 (partial rotary, LongRoPE factors as tensors)") << "tiny-phi4" << "F32" << 1e-5;
         // Gemma: norms stored as 1 + w, post norms, soft-caps and windows from the metadata,
         // the windowed layers by llama.cpp's patterns; a 40-token prompt crosses the window.
         QTest::newRow("gemma2 F32 (1 + w norms, soft-caps, every other layer windowed)") << "tiny-gemma2" << "F32" << 1e-5;
@@ -457,6 +511,16 @@ private Q_SLOTS:
         QCOMPARE(b->config().final_softcap, a->config().final_softcap);
         QCOMPARE(b->config().query_scale, a->config().query_scale);
         QCOMPARE(b->config().rope_local_theta, a->config().rope_local_theta);
+        QCOMPARE(b->config().rope_dim(), a->config().rope_dim());
+        // (llama3's scaling arrives as rope_freqs divisors, its kind "none": LongRoPE is kept.)
+        QCOMPARE(b->config().rope_scaling.kind == kev::RopeScalingKind::LongRope,
+                 a->config().rope_scaling.kind == kev::RopeScalingKind::LongRope);
+        // The file keeps the factors as fp32, which is what the RoPE tables use from either.
+        auto fp32 = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+        QCOMPARE(fp32(b->config().rope_scaling.short_factor), fp32(a->config().rope_scaling.short_factor));
+        QCOMPARE(fp32(b->config().rope_scaling.long_factor), fp32(a->config().rope_scaling.long_factor));
+        QCOMPARE(static_cast<float>(b->config().rope_scaling.attention_factor),
+                 static_cast<float>(a->config().rope_scaling.attention_factor));  // the file keeps it as fp32
         const int n = a->config().sliding_window > 0 ? 40 : 9;
         if (type == QLatin1String("F32")) {
             // The loaded tensors are identical: permutation undone exactly.

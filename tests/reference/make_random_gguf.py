@@ -145,7 +145,9 @@ def main():
     w.add_head_count_kv(nkv)
     w.add_key_length(d)
     w.add_value_length(d)
-    w.add_rope_dimension_count(d)
+    partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    rot = int(d * partial)  # convert_hf_to_gguf.py's phi3: int(rot_pct * n_embd) // n_head
+    w.add_rope_dimension_count(rot)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_rope_freq_base(rope.get("rope_theta", 10000.0))
     w.add_vocab_size(cfg["vocab_size"])
@@ -169,6 +171,14 @@ def main():
                 smooth = (old / wavelen - low) / (high - low)
                 factors.append(1 / ((1 - smooth) / factor + smooth))
         w.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
+
+    elif rope.get("rope_type") == "longrope":  # as convert_hf_to_gguf.py's Phi3MiniModel
+        orig = rope.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
+        scale = cfg["max_position_embeddings"] / orig
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0)
+        w.add_tensor("rope_factors_long.weight", np.array(rope["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], dtype=np.float32))
 
     if gemma:
         w.add_sliding_window(cfg["sliding_window"])

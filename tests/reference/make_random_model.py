@@ -9,6 +9,8 @@ Presets:
   tiny-qwen3     Qwen3, per-head q/k norm, explicit head_dim != hidden/heads, tied
   tiny-mistral   Mistral (the Llama decoder with a sliding window of 24), untied
   tiny-phi3      Phi-3 (fused qkv_proj and gate_up_proj), untied, no window
+  tiny-phi4      Phi-4-mini's RoPE on it: partial rotary 0.75, LongRoPE (long from position
+                 1500, context 4096), tied
   tiny-qwen2-window  tiny-qwen2 with use_sliding_window: a 16-token window from layer 1 on
                  (max_window_layers 1)
   tiny-gemma2    Gemma 2: (1 + w) norms around attention and MLP, GeGLU, scaled embeddings,
@@ -55,6 +57,15 @@ PRESETS = {
     "tiny-phi3": dict(TINY, model_type="phi3", architectures=["Phi3ForCausalLM"], tie_word_embeddings=False,
                       hidden_act="silu", sliding_window=None, pad_token_id=0, original_max_position_embeddings=2048,
                       rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+    # Phi-4-mini's RoPE: 12 of each head's 16 dims turn (partial_rotary_factor 0.75), LongRoPE
+    # with the long factors from position 1500 (prompts at 1000 stay short, at 1990 long).
+    "tiny-phi4": dict(TINY, model_type="phi3", architectures=["Phi3ForCausalLM"], tie_word_embeddings=True,
+                      hidden_act="silu", sliding_window=None, pad_token_id=0, max_position_embeddings=4096,
+                      original_max_position_embeddings=1500, partial_rotary_factor=0.75,
+                      rope_parameters=dict(rope_type="longrope", rope_theta=10000.0, partial_rotary_factor=0.75,
+                                           original_max_position_embeddings=1500,
+                                           short_factor=[1.0, 1.05, 1.3, 1.7, 2.25, 3.1],
+                                           long_factor=[1.5, 2.5, 4.0, 8.0, 16.5, 31.0])),
     "tiny-qwen2-window": dict(TINY, model_type="qwen2", architectures=["Qwen2ForCausalLM"], tie_word_embeddings=True,
                               hidden_act="silu", use_sliding_window=True, sliding_window=16, max_window_layers=1,
                               rope_parameters=dict(rope_type="default", rope_theta=10000.0)),

@@ -22,15 +22,28 @@ enum class Arch { Llama, Qwen2, Qwen3, Mistral, Phi3, Gemma2, Gemma3 };
 enum class Activation { Silu, GeluTanh };
 
 // How RoPE inverse frequencies are adjusted for long contexts. Kinds Kev does not
-// implement (dynamic, yarn, longrope, ...) are refused by name when the config is read.
-enum class RopeScalingKind { None, Linear, Llama3 };
+// implement (dynamic, yarn outside Phi-3, ...) are refused by name when the config is read.
+//
+// LongRoPE (Phi-3.5, Phi-4-mini; "su" and Phi-3's "yarn" are its older names): each
+// frequency divided by its own factor, short_factor for positions below
+// original_max_positions and long_factor from there on, and cos / sin scaled by
+// attention_factor. Kev chooses per position, so a card's cached keys never change and a
+// row's result never depends on the pack: a card that stays below original_max_positions
+// (4096 in those models) turns exactly as in transformers, and one held wholly past it too.
+// One that crosses it keeps its earlier keys as they were turned; transformers' generate
+// recomputes the whole sequence with the long factors at that point, and llama.cpp picks
+// one set for the whole context by its size.
+enum class RopeScalingKind { None, Linear, Llama3, LongRope };
 
 struct RopeScaling {
     RopeScalingKind kind = RopeScalingKind::None;
     double factor = 1.0;                        // linear and llama3
     double low_freq_factor = 1.0;               // llama3
     double high_freq_factor = 4.0;              // llama3
-    std::int64_t original_max_positions = 8192; // llama3
+    std::int64_t original_max_positions = 8192; // llama3, longrope
+    std::vector<double> short_factor;           // longrope: one per rotated pair
+    std::vector<double> long_factor;            // longrope
+    double attention_factor = 1.0;              // longrope: cos and sin times this
 };
 
 struct ModelConfig {
@@ -42,6 +55,9 @@ struct ModelConfig {
     std::int64_t num_heads = 0;         // H, query heads
     std::int64_t num_kv_heads = 0;      // key/value heads (GQA: divides num_heads)
     std::int64_t head_dim = 0;          // D (explicit in Qwen3; hidden/heads otherwise)
+    // Partial rotary (Phi-4-mini: partial_rotary_factor 0.75): RoPE turns the first
+    // rotary_dim of each head's D and leaves the rest; 0 = all of it.
+    std::int64_t rotary_dim = 0;
     std::int64_t intermediate_size = 0; // SwiGLU inner width
     std::int64_t vocab_size = 0;        // V
     std::int64_t max_positions = 0;     // max_position_embeddings / context_length
@@ -76,6 +92,7 @@ struct ModelConfig {
 
     std::int64_t q_size() const { return num_heads * head_dim; }
     std::int64_t kv_size() const { return num_kv_heads * head_dim; }
+    std::int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
     // Whether layer l attends over the window only.
     bool layer_windowed(std::int64_t l) const {
         return sliding_window > 0 && (windowed_layers.empty() || windowed_layers[static_cast<std::size_t>(l)]);
@@ -88,6 +105,12 @@ struct ModelConfig {
 
 const char* to_string(Arch arch);
 const char* to_string(RopeScalingKind kind);
+
+// LongRoPE's attention factor when the file names none (transformers'
+// _compute_longrope_parameters): sqrt(1 + ln factor / ln original) for a context
+// stretched by `factor` > 1 past `original` positions, else 1. `validate` checks the
+// range of `original` and the result.
+double longrope_default_attention_factor(double factor, std::int64_t original);
 
 // Parses config.json text. `source` names the file in error messages. Throws
 // kev::Error: Format (missing/ill-typed key, bad JSON), Unsupported (unknown

@@ -118,7 +118,8 @@ private:
     ModelWeights weights_;
     Device device_;
     DType dtype_;
-    at::Tensor inv_freq_;  // [D/2] fp32, RoPE inverse frequencies after scaling
+    at::Tensor inv_freq_;  // [R/2] fp32, RoPE inverse frequencies after scaling (R: config_.rope_dim())
+    at::Tensor inv_freq_long_;  // [R/2] fp32, LongRoPE's from original_max_positions on, or undefined
     at::Tensor inv_freq_local_;  // [D/2] fp32, the windowed layers' own (Gemma 3), or undefined
     std::shared_ptr<const LoraAdapter> lora_;
     std::optional<float> merged_scale_;

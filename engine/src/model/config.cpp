@@ -22,6 +22,12 @@ using nlohmann::json;
     throw Error(code, source + ": " + what);
 }
 
+std::string num(double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+}
+
 // An integer too large for int64 (nlohmann keeps it as uint64) would wrap to a negative.
 std::int64_t as_int64(const json& v, const char* key, const std::string& source) {
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
@@ -84,10 +90,44 @@ std::vector<std::int64_t> token_ids(const json& j, const char* key, const std::s
     return ids;
 }
 
-RopeScaling rope_scaling_from(const std::string& type, const json& params, std::int64_t max_positions,
+// LongRoPE's per-frequency factors: a list of numbers (their count and values are checked
+// by validate, which knows the rotary size).
+std::vector<double> factor_list(const json& j, const char* key, const std::string& source) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) fail(ErrorCode::Format, source, std::string("longrope needs '") + key + "'");
+    if (!it->is_array()) fail(ErrorCode::Format, source, std::string("longrope '") + key + "' is not a list");
+    std::vector<double> v;
+    for (const auto& x : *it) {
+        if (!x.is_number()) fail(ErrorCode::Format, source, std::string("longrope '") + key + "' holds " + x.dump() + ", not a number");
+        v.push_back(x.get<double>());
+    }
+    return v;
+}
+
+// `top`: the config's top level (Phi-3 keeps original_max_position_embeddings there).
+RopeScaling rope_scaling_from(const std::string& type, const json& params, const json& top, std::int64_t max_positions,
                               const std::string& source) {
     RopeScaling r;
     if (type.empty() || type == "default") return r;
+    if (type == "longrope") {
+        // transformers' _compute_longrope_parameters: factor from the params, else the
+        // ratio of the context lengths; attention_factor from the params, else
+        // sqrt(1 + ln factor / ln original) when factor > 1.
+        r.kind = RopeScalingKind::LongRope;
+        r.short_factor = factor_list(params, "short_factor", source);
+        r.long_factor = factor_list(params, "long_factor", source);
+        r.original_max_positions = optional_int(
+            params, "original_max_position_embeddings",
+            optional_int(top, "original_max_position_embeddings", max_positions, source), source);
+        const double factor = optional_float(params, "factor",
+                                             static_cast<double>(max_positions) / static_cast<double>(r.original_max_positions),
+                                             source);
+        if (!std::isfinite(factor) || !(factor > 0.0))
+            fail(ErrorCode::Format, source, "longrope factor " + num(factor) + " must be a positive finite number");
+        r.attention_factor =
+            optional_float(params, "attention_factor", longrope_default_attention_factor(factor, r.original_max_positions), source);
+        return r;
+    }
     if (type == "linear") {
         r.kind = RopeScalingKind::Linear;
         r.factor = optional_float(params, "factor", 1.0, source);
@@ -101,7 +141,7 @@ RopeScaling rope_scaling_from(const std::string& type, const json& params, std::
             fail(ErrorCode::Format, source, "llama3 rope scaling needs high_freq_factor > low_freq_factor");
     } else {
         fail(ErrorCode::Unsupported, source,
-             "rope scaling kind '" + type + "' is not supported (Kev implements none, linear and llama3)");
+             "rope scaling kind '" + type + "' is not supported (Kev implements none, linear, llama3 and longrope)");
     }
     if (!(r.factor > 0.0)) fail(ErrorCode::Format, source, "rope scaling factor must be positive");
     return r;
@@ -112,12 +152,6 @@ RopeScaling rope_scaling_from(const std::string& type, const json& params, std::
 bool file_exists(const std::string& path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string num(double v) {
-    std::ostringstream s;
-    s << v;
-    return s.str();
 }
 
 // The name a ModelConfig field has in the file it came from, for messages.
@@ -134,6 +168,8 @@ std::string key_name(const ModelConfig& c, const std::string& hf) {
         {"max_position_embeddings", "context_length"},
         {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
         {"rope_theta", "rope.freq_base"},
+        {"original_max_position_embeddings", "rope.scaling.original_context_length"},
+        {"attention_factor", "rope.scaling.attn_factor"},
     };
     for (const auto& [h, g] : kGguf)
         if (hf == h) return c.gguf_arch + "." + g;
@@ -191,11 +227,17 @@ const char* to_string(Arch arch) {
     return "?";
 }
 
+double longrope_default_attention_factor(double factor, std::int64_t original) {
+    if (!(factor > 1.0) || original <= 1) return 1.0;
+    return std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(original)));
+}
+
 const char* to_string(RopeScalingKind kind) {
     switch (kind) {
         case RopeScalingKind::None: return "none";
         case RopeScalingKind::Linear: return "linear";
         case RopeScalingKind::Llama3: return "llama3";
+        case RopeScalingKind::LongRope: return "longrope";
     }
     return "?";
 }
@@ -218,6 +260,11 @@ std::string ModelConfig::describe_features() const {
         add("sliding window " + std::to_string(sliding_window) + " on " +
             (n == num_layers ? std::string("every layer") : std::to_string(n) + " of " + std::to_string(num_layers) + " layers"));
     }
+    if (rotary_dim > 0 && rotary_dim != head_dim)
+        add("partial rotary (" + std::to_string(rotary_dim) + " of " + std::to_string(head_dim) + " dims a head)");
+    if (rope_scaling.kind == RopeScalingKind::LongRope)
+        add("LongRoPE (long factors from position " + std::to_string(rope_scaling.original_max_positions) +
+            ", attention factor " + num(rope_scaling.attention_factor) + ")");
     if (rope_local_theta > 0.0) add("windowed layers' RoPE base " + num(rope_local_theta));
     if (attn_softcap > 0.0) add("attention soft-cap " + num(attn_softcap));
     if (final_softcap > 0.0) add("final logit soft-cap " + num(final_softcap));
@@ -253,6 +300,25 @@ void validate(const ModelConfig& c) {
             key_name(c, "num_attention_heads") + " " + std::to_string(c.num_heads) +
             " (each key/value head serves a whole number of query heads)");
     if (c.head_dim % 2 != 0) bad(key_name(c, "head_dim") + " " + std::to_string(c.head_dim) + " must be even for RoPE");
+    if (c.rotary_dim < 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
+        bad("the rotary size " + std::to_string(c.rotary_dim) + " (head_dim x partial_rotary_factor) must be even and in 2.." +
+            std::to_string(c.head_dim));
+    if (c.rope_scaling.kind == RopeScalingKind::LongRope) {
+        const RopeScaling& r = c.rope_scaling;
+        if (r.original_max_positions <= 1 || r.original_max_positions > (1 << 24))
+            bad(key_name(c, "original_max_position_embeddings") + " " + std::to_string(r.original_max_positions) +
+                " must be in 2..16777216");
+        if (!std::isfinite(r.attention_factor) || !(r.attention_factor > 0.0))
+            bad("longrope " + key_name(c, "attention_factor") + " " + num(r.attention_factor) + " must be a positive finite number");
+        const std::size_t pairs = static_cast<std::size_t>(c.rope_dim() / 2);
+        for (const auto& [list, name] : {std::pair{&c.rope_scaling.short_factor, "short_factor"}, {&c.rope_scaling.long_factor, "long_factor"}}) {
+            if (list->size() != pairs)
+                bad(std::string("longrope ") + name + " lists " + std::to_string(list->size()) + " factors, the rotary size " +
+                    std::to_string(c.rope_dim()) + " needs " + std::to_string(pairs));
+            for (double v : *list)
+                if (!std::isfinite(v) || !(v > 0.0)) bad(std::string("longrope ") + name + " holds " + num(v) + ", not a positive finite number");
+        }
+    }
     if (!std::isfinite(c.rms_norm_eps) || !(c.rms_norm_eps > 0.0) || c.rms_norm_eps > 1.0)
         bad(key_name(c, "rms_norm_eps") + " " + num(c.rms_norm_eps) + " must be a finite number in (0, 1]");
     if (!std::isfinite(c.rope_theta) || !(c.rope_theta > 0.0))
@@ -403,13 +469,23 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
             break;
     }
     // Phi-4-mini rotates only part of each head (transformers 5 writes the factor into
-    // rope_parameters, older folders at the top); Kev's RoPE turns whole heads.
+    // rope_parameters, older folders at the top): int(head_dim x factor) dims, as
+    // transformers. Only Phi-3's attention slices the heads so.
     for (const char* key : {"rope_parameters", "rope_scaling", ""}) {
         const json& where = *key ? j.value(key, json()) : j;
         if (!where.is_object()) continue;
-        if (const double f = optional_float(where, "partial_rotary_factor", 1.0, source); f != 1.0)
-            fail(ErrorCode::Unsupported, source, "partial rotary embeddings (partial_rotary_factor " +
-                                                     std::to_string(f) + ") are not supported");
+        const double f = optional_float(where, "partial_rotary_factor", 1.0, source);
+        if (f == 1.0) continue;
+        if (c.arch != Arch::Phi3)
+            fail(ErrorCode::Unsupported, source, "partial rotary embeddings (partial_rotary_factor " + num(f) +
+                                                     ") are supported for phi3 only, not " + model_type);
+        if (!std::isfinite(f) || !(f > 0.0) || f > 1.0)
+            fail(ErrorCode::Format, source, "partial_rotary_factor " + num(f) + " must be in (0, 1]");
+        c.rotary_dim = static_cast<std::int64_t>(static_cast<double>(c.head_dim) * f);
+        if (c.rotary_dim < 2)
+            fail(ErrorCode::Format, source, "partial_rotary_factor " + num(f) + " turns " + std::to_string(c.rotary_dim) +
+                                                " of head_dim " + std::to_string(c.head_dim) + " dims (RoPE needs at least 2)");
+        if (c.rotary_dim == c.head_dim) c.rotary_dim = 0;
     }
 
     // RoPE: transformers >= 5 writes "rope_parameters" {rope_type, rope_theta, ...};
@@ -446,7 +522,11 @@ ModelConfig config_from_hf_json(const std::string& json_text, const std::string&
         if (t.empty()) t = optional_string(*where, "type", std::string(), source);
         if (!t.empty() && t != "default") rope_type = t;
     }
-    if (rope_params) c.rope_scaling = rope_scaling_from(rope_type, *rope_params, c.max_positions, source);
+    // Phi-3's older names for LongRoPE (transformers maps them the same way).
+    if (c.arch == Arch::Phi3 && (rope_type == "su" || rope_type == "yarn")) rope_type = "longrope";
+    if (rope_type == "longrope" && c.arch != Arch::Phi3)
+        fail(ErrorCode::Unsupported, source, "longrope is supported for phi3 only, not " + model_type);
+    if (rope_params) c.rope_scaling = rope_scaling_from(rope_type, *rope_params, j, c.max_positions, source);
 
     c.bos_token_ids = token_ids(j, "bos_token_id", source);
     c.eos_token_ids = token_ids(j, "eos_token_id", source);
@@ -514,12 +594,14 @@ ModelConfig config_from_gguf(const GgufFile& g) {
         fail(ErrorCode::Format, source, "cannot tell the vocabulary size (no " + arch + ".vocab_size, no token_embd.weight)");
     }
     if (auto rd = g.get_int(arch + ".rope.dimension_count"); rd && *rd != c.head_dim) {
-        if (*rd <= 0 || *rd > c.head_dim)
+        if (*rd <= 0 || *rd > c.head_dim || *rd % 2 != 0)
             fail(ErrorCode::Format, source, arch + ".rope.dimension_count " + std::to_string(*rd) +
-                                                " must be in 1.." + std::to_string(c.head_dim) + " (the head size)");
-        fail(ErrorCode::Unsupported, source, "partial rotary embeddings (" + arch + ".rope.dimension_count " +
-                                                 std::to_string(*rd) + " < head size " + std::to_string(c.head_dim) +
-                                                 ") are not supported");
+                                                " must be even and in 2.." + std::to_string(c.head_dim) + " (the head size)");
+        if (c.arch != Arch::Phi3)  // Phi-4-mini turns part of each head; llama.cpp's other families here turn all
+            fail(ErrorCode::Unsupported, source, "partial rotary embeddings (" + arch + ".rope.dimension_count " +
+                                                     std::to_string(*rd) + " < head size " + std::to_string(c.head_dim) +
+                                                     ") are supported for phi3 only");
+        c.rotary_dim = *rd;
     }
 
     const std::string scaling = g.get_string(arch + ".rope.scaling.type").value_or("none");
@@ -530,7 +612,8 @@ ModelConfig config_from_gguf(const GgufFile& g) {
         fail(ErrorCode::Unsupported, source, "rope scaling kind '" + scaling + "' is not supported (none, linear)");
     }
     // llama3-style scaling arrives in GGUF as a rope_freqs.weight tensor of per-frequency
-    // divisors; the loader applies it (see weights.cpp), the config stays "none".
+    // divisors; the loader applies it (see weights.cpp), the config stays "none". Phi-3's
+    // LongRoPE factors are tensors too: load_weights reads them into the config.
 
     c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
     c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;

@@ -19,13 +19,20 @@ namespace {
     throw Error(ErrorCode::InvalidArgument, "forward batch: " + what);
 }
 
-// RoPE inverse frequencies [D/2], computed with the same fp32 ops, in the same order,
-// as transformers' rope initialisers, so positions past 1000 agree to the last bit.
-at::Tensor rope_inverse_frequencies(const ModelConfig& c, const at::Tensor& gguf_divisors) {
-    const std::int64_t dim = c.head_dim;
+// RoPE inverse frequencies [R/2] (R the rotary size), computed with the same fp32 ops, in
+// the same order, as transformers' rope initialisers, so positions past 1000 agree to the
+// last bit. LongRoPE: the short factors' table, or the long ones' with long_factors.
+at::Tensor rope_inverse_frequencies(const ModelConfig& c, const at::Tensor& gguf_divisors, bool long_factors = false) {
+    const std::int64_t dim = c.rope_dim();
     at::Tensor exponent = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
-    at::Tensor inv = at::pow(c.rope_theta, exponent).reciprocal();  // [D/2]
     const RopeScaling& r = c.rope_scaling;
+    if (r.kind == RopeScalingKind::LongRope) {  // 1 / (ext * base^e), ext rounded to fp32
+        const std::vector<double>& f = long_factors ? r.long_factor : r.short_factor;
+        const std::vector<float> ext(f.begin(), f.end());
+        const at::Tensor ext_t = at::from_blob(const_cast<float*>(ext.data()), {static_cast<std::int64_t>(ext.size())}, at::kFloat);
+        return (ext_t * at::pow(c.rope_theta, exponent)).reciprocal().contiguous();
+    }
+    at::Tensor inv = at::pow(c.rope_theta, exponent).reciprocal();  // [R/2]
     if (r.kind == RopeScalingKind::Linear) {
         inv = inv / r.factor;
     } else if (r.kind == RopeScalingKind::Llama3) {
@@ -80,6 +87,15 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tens
 at::Tensor rotate_half(const at::Tensor& x) {
     const std::int64_t half = x.size(-1) / 2;
     return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// x [S, heads, D] turned by cos / sin [S, 1, R] over its first R dims (the rest pass), as
+// transformers' Phi-3 attention slices a partial rotary head.
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+    const std::int64_t R = cos.size(-1), D = x.size(-1);
+    if (R == D) return x * cos + rotate_half(x) * sin;
+    const at::Tensor turned = x.narrow(-1, 0, R);
+    return at::cat({turned * cos + rotate_half(turned) * sin, x.narrow(-1, R, D - R)}, -1);
 }
 
 at::Tensor from_vector(const std::vector<std::int64_t>& v, const at::Device& device) {
@@ -137,6 +153,8 @@ Model::Model(ModelConfig config, ModelWeights weights, Device device, DType dtyp
     : config_(std::move(config)), weights_(std::move(weights)), device_(device), dtype_(dtype) {
     validate(config_);
     inv_freq_ = rope_inverse_frequencies(config_, weights_.rope_freq_divisors).to(torch_device(device_));
+    if (config_.rope_scaling.kind == RopeScalingKind::LongRope)
+        inv_freq_long_ = rope_inverse_frequencies(config_, at::Tensor(), /*long_factors=*/true).to(torch_device(device_));
     if (config_.rope_local_theta > 0.0) {
         ModelConfig local = config_;  // Gemma 3's windowed layers: their own base, unscaled
         local.rope_theta = config_.rope_local_theta;
@@ -295,15 +313,27 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     // Gemma 3's windowed layers have their own table (index 1).
     RopeTable rope[2];
     at::Tensor cos[2], sin[2];  // [S, 1, D] off the CPU
+    // LongRoPE (global table only): each row by its own position, the long factors from
+    // original_max_positions on, cos and sin times the attention factor.
+    RopeLong longrope;
+    if (inv_freq_long_.defined()) {
+        longrope.long_inv_freq = inv_freq_long_;
+        longrope.long_from = c.rope_scaling.original_max_positions;
+        longrope.attention_factor = static_cast<float>(c.rope_scaling.attention_factor);
+    }
     for (int t = 0; t < (inv_freq_local_.defined() ? 2 : 1); ++t) {
         const at::Tensor& inv = t ? inv_freq_local_ : inv_freq_;
         if (cpu) {
-            rope[t] = rope_table(b.positions, inv);
+            rope[t] = rope_table(b.positions, inv, t ? RopeLong{} : longrope);
         } else {
-            const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv.unsqueeze(0);  // [S, D/2]
-            const at::Tensor emb = at::cat({freqs, freqs}, -1);                                    // [S, D]
-            cos[t] = emb.cos().to(dt).unsqueeze(1);
-            sin[t] = emb.sin().to(dt).unsqueeze(1);
+            const at::Tensor pos = positions.to(at::kFloat).unsqueeze(1);  // [S, 1]
+            at::Tensor freqs = pos * inv.unsqueeze(0);                     // [S, R/2]
+            if (t == 0 && longrope.long_inv_freq.defined())
+                freqs = at::where(positions.unsqueeze(1) >= longrope.long_from, pos * inv_freq_long_.unsqueeze(0), freqs);
+            const at::Tensor emb = at::cat({freqs, freqs}, -1);  // [S, R]
+            const float af = t ? 1.0f : longrope.attention_factor;
+            cos[t] = (emb.cos() * af).to(dt).unsqueeze(1);
+            sin[t] = (emb.sin() * af).to(dt).unsqueeze(1);
         }
     }
     const double scale = c.query_scale > 0.0 ? c.query_scale : 1.0 / std::sqrt(static_cast<double>(D));
@@ -343,8 +373,8 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             apply_rope_rows(q, rope[rt]);
             apply_rope_rows(k, rope[rt]);
         } else {
-            q = q * cos[rt] + rotate_half(q) * sin[rt];
-            k = k * cos[rt] + rotate_half(k) * sin[rt];
+            q = apply_rope(q, cos[rt], sin[rt]);
+            k = apply_rope(k, cos[rt], sin[rt]);
         }
 
         at::Tensor& cache_k = cache.keys(l);  // [KVH, slots, D]

@@ -106,27 +106,31 @@ at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight, doubl
     return out;
 }
 
-RopeTable rope_table(const std::vector<std::int64_t>& positions, const at::Tensor& inv_freq) {
-    const at::Tensor f = inv_freq.to(at::kCPU, at::kFloat).contiguous();  // [D/2]
+RopeTable rope_table(const std::vector<std::int64_t>& positions, const at::Tensor& inv_freq, const RopeLong& extra) {
+    const at::Tensor f = inv_freq.to(at::kCPU, at::kFloat).contiguous();  // [R/2]
+    const at::Tensor fl = extra.long_inv_freq.defined() ? extra.long_inv_freq.to(at::kCPU, at::kFloat).contiguous() : f;
+    if (fl.numel() != f.numel()) throw Error(ErrorCode::InvalidArgument, "rope_table: the long table's size differs");
     RopeTable t;
     t.half = f.numel();
-    const float* fp = f.data_ptr<float>();
+    const float af = extra.attention_factor;
+    const bool two = extra.long_inv_freq.defined();
     const std::int64_t S = static_cast<std::int64_t>(positions.size());
     t.cos.resize(static_cast<std::size_t>(S * t.half));
     t.sin.resize(t.cos.size());
     for (std::int64_t s = 0; s < S; ++s) {
+        const float* fp = (two && positions[s] >= extra.long_from ? fl : f).data_ptr<float>();
         for (std::int64_t i = 0; i < t.half; ++i) {
             const float angle = static_cast<float>(positions[s]) * fp[i];  // fp32, as transformers
-            t.cos[s * t.half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-            t.sin[s * t.half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+            t.cos[s * t.half + i] = static_cast<float>(std::cos(static_cast<double>(angle))) * af;
+            t.sin[s * t.half + i] = static_cast<float>(std::sin(static_cast<double>(angle))) * af;
         }
     }
     return t;
 }
 
 void apply_rope_rows(at::Tensor& x, const RopeTable& t) {
-    const std::int64_t S = x.size(0), heads = x.size(1), D = x.size(2), half = D / 2;
-    if (x.stride(2) != 1 || half != t.half || static_cast<std::int64_t>(t.cos.size()) != S * half)
+    const std::int64_t S = x.size(0), heads = x.size(1), D = x.size(2), half = t.half;
+    if (x.stride(2) != 1 || 2 * half > D || static_cast<std::int64_t>(t.cos.size()) != S * half)
         throw Error(ErrorCode::InvalidArgument, "apply_rope_rows: x [S, heads, D] does not fit the table");
     const std::int64_t s0 = x.stride(0), s1 = x.stride(1);
     with_row_dtype(x.scalar_type(), [&](auto* tag) {

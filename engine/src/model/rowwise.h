@@ -47,14 +47,24 @@ void with_row_dtype(at::ScalarType dtype, Fn&& fn) {
 // product rounded once: (x * rsqrt(...) * weight).to(dtype).
 at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double eps, bool fp32_product = false);
 
-// cos and sin of position x inv_freq, [S, D/2] fp32 each (inv_freq [D/2] fp32 on the CPU).
+// cos and sin of position x inv_freq, [S, R/2] fp32 each (inv_freq [R/2] fp32 on the CPU;
+// R the rotary size, D or less).
 struct RopeTable {
     std::vector<float> cos, sin;
     std::int64_t half = 0;
 };
-RopeTable rope_table(const std::vector<std::int64_t>& positions, const at::Tensor& inv_freq);
-// x [S, heads, D] rotated in place (rotate-half convention): x1 c - x2 s | x2 c + x1 s,
-// with c and s rounded to x's dtype first and each product and sum rounded to it.
+// LongRoPE: rows at positions from `long_from` on turn by `long_inv_freq` instead (each
+// row by its own position, so never by the rest of the pack), and every cos and sin is
+// multiplied by `attention_factor` in fp32, as transformers does before the cast.
+struct RopeLong {
+    at::Tensor long_inv_freq;  // [R/2] fp32, or undefined: one table
+    std::int64_t long_from = 0;
+    float attention_factor = 1.0f;
+};
+RopeTable rope_table(const std::vector<std::int64_t>& positions, const at::Tensor& inv_freq, const RopeLong& extra = {});
+// x [S, heads, D] rotated in place (rotate-half convention over its first R = 2 half
+// dims; the rest pass): x1 c - x2 s | x2 c + x1 s, with c and s rounded to x's dtype
+// first and each product and sum rounded to it.
 void apply_rope_rows(at::Tensor& x, const RopeTable& table);
 
 // gu [S, 2I] (gate | up) -> silu(gate) * up, [S, I], silu rounded to the dtype first.

@@ -1,5 +1,6 @@
 #include "kev/weights.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -318,6 +319,8 @@ constexpr GlobalNames kEmbedName{"model.embed_tokens.weight", "token_embd.weight
 constexpr GlobalNames kFinalNormName{"model.norm.weight", "output_norm.weight"};
 constexpr GlobalNames kLmHeadName{"lm_head.weight", "output.weight"};
 constexpr const char* kGgufRopeFreqs = "rope_freqs.weight";
+constexpr const char* kGgufRopeShort = "rope_factors_short.weight";  // Phi-3 LongRoPE, [R/2] fp32
+constexpr const char* kGgufRopeLong = "rope_factors_long.weight";
 
 // Whether a field exists for this config, and its torch shape.
 bool field_present(const ModelConfig& c, Field f) {
@@ -429,7 +432,9 @@ private:
         want(global(kFinalNormName), {c_.hidden_size});
         if (!c_.tie_word_embeddings) want(global(kLmHeadName), {c_.vocab_size, c_.hidden_size});
         else if (src_.has(global(kLmHeadName))) want(global(kLmHeadName), {c_.vocab_size, c_.hidden_size});
-        if (src_.is_gguf() && src_.has(kGgufRopeFreqs)) want(kGgufRopeFreqs, {c_.head_dim / 2});
+        if (src_.is_gguf() && src_.has(kGgufRopeFreqs)) want(kGgufRopeFreqs, {c_.rope_dim() / 2});
+        for (const char* n : {kGgufRopeShort, kGgufRopeLong})  // read into the config by load_weights
+            if (src_.is_gguf() && src_.has(n)) want(n, {c_.rope_dim() / 2});
         for (std::int64_t i = 0; i < c_.num_layers; ++i) {
             for (const auto& r : kLayerNames) {
                 if (field_present(c_, r.field)) want(layer_name(i, r.field), field_shape(c_, r.field));
@@ -638,6 +643,35 @@ bool is_gguf_path(const std::string& path) {
     return p.extension() == ".gguf";
 }
 
+// Phi-3 GGUF (llama.cpp's converter): LongRoPE as two tensors of per-frequency factors,
+// the original context length and the attention factor in the metadata.
+void read_gguf_longrope(const GgufSource& src, const GgufFile& g, ModelConfig& c) {
+    const bool has_short = src.has(kGgufRopeShort), has_long = src.has(kGgufRopeLong);
+    if (!has_short && !has_long) return;
+    const std::string& path = g.path();
+    if (!has_short || !has_long)
+        throw Error(ErrorCode::Format, path + ": " + kGgufRopeShort + " and " + kGgufRopeLong + " come together; the file has one");
+    if (c.arch != Arch::Phi3)
+        throw Error(ErrorCode::Unsupported, path + ": LongRoPE factors are supported for phi3 only, not " + c.gguf_arch);
+    auto factors = [&](const char* name) {
+        const std::vector<std::int64_t> want{c.rope_dim() / 2};
+        if (src.shape(name) != want)
+            throw Error(ErrorCode::Format, path + ": tensor '" + name + "' has shape " + shape_str(src.shape(name)) +
+                                               " but the rotary size implies " + shape_str(want));
+        const at::Tensor t = src.read(name).to(at::kFloat).contiguous();
+        return std::vector<double>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    };
+    RopeScaling& r = c.rope_scaling;
+    r.kind = RopeScalingKind::LongRope;
+    r.short_factor = factors(kGgufRopeShort);
+    r.long_factor = factors(kGgufRopeLong);
+    r.original_max_positions = g.get_int(c.gguf_arch + ".rope.scaling.original_context_length").value_or(c.max_positions);
+    const double factor = static_cast<double>(c.max_positions) / static_cast<double>(r.original_max_positions);
+    r.attention_factor = g.get_float(c.gguf_arch + ".rope.scaling.attn_factor")
+                             .value_or(longrope_default_attention_factor(factor, r.original_max_positions));
+    validate(c);
+}
+
 }  // namespace
 
 LoadedWeights load_weights(const std::string& path, const LoadOptions& options) {
@@ -655,6 +689,7 @@ LoadedWeights load_weights(const std::string& path, const LoadOptions& options) 
             auto g = GgufFile::open(path);
             out.config = config_from_gguf(*g);
             GgufSource src(*g);
+            read_gguf_longrope(src, *g, out.config);
             out.weights = Loader(src, out.config, options).load();
         } else if (fs::exists(path, ec)) {
             throw Error(ErrorCode::Unsupported,
