@@ -264,6 +264,41 @@ private Q_SLOTS:
     }
 
     // ---- tensor data: overlaps and retyping ----
+    // LongRoPE factors and partial rotary arrive in llama.cpp's phi3 files only; in a
+    // llama file, or half present, they are named, never half applied.
+    void ropeExtrasOutsidePhi3AreNamed() {
+        const std::uint64_t pairs = kHidden / 4 / 2;  // head 16: 8 rotated pairs
+        {
+            TinyGguf g;
+            g.tensors.push_back({"rope_factors_long.weight", {pairs}, 0, 0, f32Data(pairs, 1.0f)});
+            const QString path = writeFile("rope-long-only.gguf", g.bytes());
+            expectError([p = path.toStdString()] { kev::Model::load(p, {}); }, kev::ErrorCode::Format,
+                        {path.toStdString(), "rope_factors_short.weight and rope_factors_long.weight come together"});
+        }
+        {
+            TinyGguf g;
+            g.tensors.push_back({"rope_factors_long.weight", {pairs}, 0, 0, f32Data(pairs, 2.0f)});
+            g.tensors.push_back({"rope_factors_short.weight", {pairs}, 0, 0, f32Data(pairs, 1.0f)});
+            const QString path = writeFile("rope-factors-llama.gguf", g.bytes());
+            expectError([p = path.toStdString()] { kev::Model::load(p, {}); }, kev::ErrorCode::Unsupported,
+                        {path.toStdString(), "LongRoPE factors are supported for phi3 only, not llama"});
+        }
+        {
+            TinyGguf g;
+            g.meta.push_back({"llama.rope.dimension_count", 4, 8.0});
+            const QString path = writeFile("rope-partial-llama.gguf", g.bytes());
+            expectError([p = path.toStdString()] { kev::Model::load(p, {}); }, kev::ErrorCode::Unsupported,
+                        {path.toStdString(), "llama.rope.dimension_count 8 < head size 16", "phi3 only"});
+        }
+        {
+            TinyGguf g;
+            g.meta.push_back({"llama.rope.dimension_count", 4, 7.0});
+            const QString path = writeFile("rope-odd.gguf", g.bytes());
+            expectError([p = path.toStdString()] { kev::Model::load(p, {}); }, kev::ErrorCode::Format,
+                        {path.toStdString(), "llama.rope.dimension_count 7 must be even"});
+        }
+    }
+
     void overlappingTensorDataIsRefused() {
         TinyGguf g;
         g.layout();
