@@ -142,7 +142,8 @@ cat > "$WORK/prompts.json" <<'EOF'
  {"tokens": [2, 9, 33, 480, 21, 77, 160, 4], "start": 1000},
  {"tokens": [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24], "start": 1990}]
 EOF
-for preset in tiny-llama tiny-qwen2 tiny-qwen3; do
+# tiny-phi4: partial rotary and LongRoPE (long from 1500) on the GPU's RoPE path.
+for preset in tiny-llama tiny-qwen2 tiny-qwen3 tiny-phi4; do
   m="$WORK/$preset"
   if $PY "$REF/make_random_model.py" --preset "$preset" --out "$m" > /dev/null \
      && $PY "$REF/model_logits.py" --model "$m" --prompts "$WORK/prompts.json" --out "$m/ref" --device "$DEV" > /dev/null; then

@@ -90,7 +90,7 @@ def run(*args):
 
 
 def random_models(s, work):
-    for preset in ("tiny-llama", "tiny-qwen2", "tiny-qwen3"):
+    for preset in ("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi4"):  # tiny-phi4: LongRoPE tensors
         d = os.path.join(work, preset)
         run(os.path.join(REFERENCE, "make_random_model.py"), "--preset", preset, "--out", d)
         s.add_file("config", os.path.join(d, "config.json"))
