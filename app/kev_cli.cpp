@@ -11,6 +11,7 @@
 // stopped by signal N (130 SIGINT, 143 SIGTERM), with what was generated still printed.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <iterator>
@@ -34,6 +35,7 @@
 #include "cli_bundle.h"
 #include "cli_input.h"
 #include "cli_questions.h"
+#include "cli_remote.h"
 #include "cli_terminal.h"
 
 namespace {
@@ -97,6 +99,15 @@ const char* kUsage =
     "  --bundle OUT.json         also write a reproducibility bundle of the run: the model's and\n"
     "                            adapter's SHA-256, the precision, every question with its settings,\n"
     "                            the seed it used, its tokens, text and timings\n"
+    "remote engine (an OpenAI-compatible server: vLLM, SGLang, llama.cpp's server):\n"
+    "  --server URL              send each question as one streaming request to URL (e.g.\n"
+    "                            https://host:8000/v1); the API key comes from KEV_API_KEY\n"
+    "  --server-model NAME       one of the server's /v1/models (default: its only one)\n"
+    "  --completions             /v1/completions instead of /v1/chat/completions\n"
+    "  --insecure                allow plain http to a host that is not this machine\n"
+    "  --timeout S               a card fails after S seconds without a byte (default 120)\n"
+    "                            (--verify-isolation: every card again alone; exit 3 when the server's\n"
+    "                            answer alone differs from its answer in the batch)\n"
     "  -h, --help                this text\n"
     "\n"
     "On a terminal several answers stream side by side, each in its own labelled block;\n"
@@ -179,6 +190,7 @@ struct Options {
     std::string bundle_out;          // --bundle
     std::string replay_bundle;       // replay BUNDLE
     std::vector<std::string> flags;  // every option given, for the commands that take few
+    kevcli::RemoteOptions remote;    // --server and its options
 };
 
 // --shared-context: the text itself, or @FILE for a file's contents.
@@ -276,6 +288,19 @@ Options parse(int argc, char** argv) {
             o.file = value();
         } else if (a == "--text") {
             o.text = value();
+        } else if (a == "--server") {
+            o.remote.server = value();
+            if (o.remote.server.empty()) throw UsageError{"--server needs a URL"};
+        } else if (a == "--server-model") {
+            o.remote.model = value();
+        } else if (a == "--insecure") {
+            o.remote.insecure = true;
+        } else if (a == "--completions") {
+            o.remote.completions = true;
+        } else if (a == "--timeout") {
+            o.remote.timeout_s = kevcli::parse_real(a, value());
+            if (!(o.remote.timeout_s >= 0.1 && o.remote.timeout_s <= 86400.0))
+                throw UsageError{"--timeout must be 0.1 to 86400 seconds"};
         } else if (a == "--bundle") {
             o.bundle_out = value();
             if (o.bundle_out.empty()) throw UsageError{"--bundle needs a file name"};
@@ -324,6 +349,27 @@ Options parse(int argc, char** argv) {
     if (!o.file.empty()) read_question_file(o);
     if (o.command.empty() && o.questions.empty()) throw UsageError{"no question given"};
     if (o.json && o.jsonl) throw UsageError{"--json and --jsonl exclude each other"};
+    const bool remote = !o.remote.server.empty();
+    for (const std::string& flag : o.flags) {
+        static const char* const kRemoteOnly[] = {"--server-model", "--insecure", "--completions", "--timeout"};
+        static const char* const kLocalOnly[] = {"--model", "--precision", "--device", "--chat-format", "--lora",
+                                                 "--lora-scale", "--sequential", "--ignore-eos",
+                                                 "--bundle"};
+        if (!remote)
+            for (const char* f : kRemoteOnly)
+                if (flag == f) throw UsageError{flag + " is for --server URL"};
+        if (remote)
+            for (const char* f : kLocalOnly)
+                if (flag == f) throw UsageError{flag + " is for the local engine, not --server (the server chose its model and precision)"};
+    }
+    if (remote && !o.command.empty()) throw UsageError{"--server answers questions; " + o.command + " is for the local engine"};
+    if (remote) {
+        o.remote.logprobs = o.logprobs;
+        o.remote.json = o.json;
+        o.remote.jsonl = o.jsonl;
+        o.remote.verify = o.verify;
+        if (const char* key = std::getenv("KEV_API_KEY")) o.remote.api_key = key;
+    }
     return o;
 }
 
@@ -677,8 +723,24 @@ int replay(const Options& o) {
     return g_signal ? interrupted_code() : code;
 }
 
+#ifndef KEV_HAVE_REMOTE
+}  // namespace
+// A kev-cli configured without Qt (the GPU machine's build) has no remote engine.
+int kevcli::answer_remote(const RemoteOptions&, const kev::GenerationRequest&, volatile std::sig_atomic_t*) {
+    throw UsageError{"this kev-cli was built without Qt Network: --server is not available"};
+}
+namespace {
+#endif
+
 int run(int argc, char** argv) {
     const Options o = parse(argc, argv);
+    if (!o.remote.server.empty() && o.command.empty()) {
+        // The same cards as a local run: settings, seeds (S, S+1, ...), file entries.
+        kev::GenerationRequest request = make_request(o, o.questions, 0);
+        for (auto& card : request.cards) card.sampling.validate();
+        const int code = kevcli::answer_remote(o.remote, request, &g_signal);
+        return g_signal ? interrupted_code() : code;
+    }
     if (o.command == "help") {
         std::fputs(kUsage, stdout);
         return 0;

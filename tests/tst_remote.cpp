@@ -1,0 +1,446 @@
+// The remote engine (ui/remote/) against a real llama.cpp server on 127.0.0.1, built
+// from PyPI's llama-cpp-python sdist by packaging/setup.sh test and serving the built-in
+// model; the wire format and the event-stream parser on their own. No mock server: the
+// refusals come from llama.cpp (401), Python's http.server (an HTML page) and a socket
+// that never answers (a slow server).
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTcpServer>
+#include <QTcpSocket>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <memory>
+
+#include "kev_test_env.h"
+#include "openai_wire.h"
+#include "remote_run.h"
+#include "sse.h"
+
+using namespace kevremote;
+
+namespace {
+
+QString llamaServerPath() { return QStringLiteral(KEV_LLAMA_SERVER); }
+
+// A port nothing listens on now (the OS's choice, released at once).
+quint16 freePort() {
+    QTcpServer probe;
+    if (!probe.listen(QHostAddress::LocalHost, 0)) return 0;
+    return probe.serverPort();
+}
+
+// GET url until it answers `wantStatus`, at most timeoutMs.
+bool waitForHttp(const QUrl& url, int wantStatus, int timeoutMs) {
+    QNetworkAccessManager network;
+    QElapsedTimer clock;
+    clock.start();
+    while (clock.elapsed() < timeoutMs) {
+        QNetworkRequest request(url);
+        request.setTransferTimeout(2000);
+        QNetworkReply* reply = network.get(request);
+        QSignalSpy done(reply, &QNetworkReply::finished);
+        done.wait(3000);
+        const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+        reply->deleteLater();
+        if (status == wantStatus) return true;
+        QTest::qWait(200);
+    }
+    return false;
+}
+
+// llama.cpp's server on 127.0.0.1, serving the built-in model; stopped with the object.
+class LlamaServer {
+public:
+    // Starts it and waits for /health; `extra`: more server options (--api-key ...).
+    QString start(const QStringList& extra = {}) {
+        if (!QFileInfo(llamaServerPath()).isExecutable())
+            return QStringLiteral("no llama.cpp server at %1: packaging/setup.sh test builds it").arg(llamaServerPath());
+        port_ = freePort();
+        process_.setProgram(llamaServerPath());
+        process_.setArguments(QStringList{"-m", kevtest::builtinModel(), "--host", "127.0.0.1", "--port", QString::number(port_),
+                                          "-np", "4", "-c", "4096", "-t", "2", "--no-webui"} + extra);
+        process_.setProcessChannelMode(QProcess::MergedChannels);
+        process_.start();
+        if (!process_.waitForStarted(30000)) return QStringLiteral("cannot start %1").arg(llamaServerPath());
+        if (!waitForHttp(url(QStringLiteral("/health")), 200, 120000))
+            return QStringLiteral("llama-server did not become healthy: ") + QString::fromUtf8(process_.readAll().right(2000));
+        return {};
+    }
+    QUrl url(const QString& path = QStringLiteral("/v1")) const {
+        return QUrl(QStringLiteral("http://127.0.0.1:%1%2").arg(port_).arg(path));
+    }
+    void kill() {
+        process_.kill();
+        process_.waitForFinished(10000);
+    }
+    ~LlamaServer() {
+        if (process_.state() != QProcess::NotRunning) {
+            process_.terminate();
+            if (!process_.waitForFinished(10000)) kill();
+        }
+    }
+
+private:
+    QProcess process_;
+    quint16 port_ = 0;
+};
+
+Connection connectionTo(const LlamaServer& server, const QString& key = {}) {
+    Connection c;
+    c.base = server.url();
+    c.model = QStringLiteral("builtin");  // llama.cpp serves its one model under any name
+    c.api_key = key;
+    c.timeout_ms = 60000;
+    return c;
+}
+
+RemoteCard card(const QString& question, std::optional<double> temperature, std::optional<quint64> seed, int maxTokens) {
+    RemoteCard c;
+    c.question = question;
+    c.sampling.temperature = temperature;
+    c.sampling.seed = seed;
+    c.sampling.max_tokens = maxTokens;
+    return c;
+}
+
+// Runs `run` to its end (every card finished, failed or stopped) within timeoutMs.
+bool finish(RemoteRun& run, int timeoutMs = 120000) {
+    QSignalSpy all(&run, &RemoteRun::allFinished);
+    run.start();
+    if (run.finished()) return true;
+    return all.wait(timeoutMs) || run.finished();
+}
+
+}  // namespace
+
+class TestRemote : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    // ---- the event-stream parser and the wire format, on their own ----
+    void sseParsesWhateverPiecesArrive() {
+        const QByteArray stream = ": comment\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata: one\ndata:two\n\ndata: [DONE]\r\r";
+        // Every split of the stream into two reads gives the same events.
+        for (qsizetype cut = 0; cut <= stream.size(); ++cut) {
+            SseParser p;
+            auto events = p.feed(stream.left(cut));
+            for (auto& e : p.feed(stream.mid(cut))) events.push_back(e);
+            QCOMPARE(int(events.size()), 3);
+            QCOMPARE(events[0].data, QByteArray("{\"a\":1}"));
+            QCOMPARE(events[1].event, QByteArray("x"));
+            QCOMPARE(events[1].data, QByteArray("one\ntwo"));
+            QCOMPARE(events[2].data, QByteArray("[DONE]"));
+        }
+        // Byte by byte too.
+        SseParser p;
+        int n = 0;
+        for (char ch : stream) n += int(p.feed(QByteArray(1, ch)).size());
+        QCOMPARE(n, 3);
+        // A line that never ends is refused past the limit, not buffered forever.
+        SseParser big;
+        QVERIFY(big.feed("data: " + QByteArray(SseParser::kMaxEventBytes + 10, 'x')).empty());
+        QVERIFY(big.overflowed());
+    }
+
+    void chunksOfEveryShapeAreRead() {
+        StreamChunk c;
+        QVERIFY(!parse_chunk(R"({"choices":[{"delta":{"content":"Hel"},"finish_reason":null}]})", c));
+        QCOMPARE(c.text, QStringLiteral("Hel"));
+        QVERIFY(c.finish_reason.isEmpty());
+        QVERIFY(!parse_chunk(R"({"choices":[{"text":"lo","finish_reason":"length"}],"usage":{"completion_tokens":7}})", c));
+        QCOMPARE(c.text, QStringLiteral("lo"));
+        QCOMPARE(c.finish_reason, QStringLiteral("length"));
+        QCOMPARE(*c.completion_tokens, 7);
+        QVERIFY(!parse_chunk(R"({"choices":[{"delta":{"content":"a"},"logprobs":{"content":[{"token":"a","logprob":-0.5,)"
+                             R"("top_logprobs":[{"token":"a","logprob":-0.5},{"token":"b","logprob":-1.5}]}]}}]})", c));
+        QCOMPARE(int(c.logprobs.size()), 1);
+        QCOMPARE(c.logprobs[0].top[1].first, QStringLiteral("b"));
+        QVERIFY(!parse_chunk(R"({"choices":[{"text":"x","logprobs":{"tokens":["x"],"token_logprobs":[-0.25],)"
+                             R"("top_logprobs":[{"y":-3.0,"x":-0.25}]}}]})", c));
+        QCOMPARE(c.logprobs[0].logprob, -0.25);
+        QCOMPARE(c.logprobs[0].top[0].first, QStringLiteral("x"));  // most likely first
+        QVERIFY(!parse_chunk("[DONE]", c));
+        QVERIFY(c.done);
+        const auto notJson = parse_chunk("<html>", c);
+        QVERIFY(notJson && notJson->contains("not JSON"));
+        const auto error = parse_chunk(R"({"error":{"message":"context full","code":500}})", c);
+        QVERIFY(error && error->contains("context full"));
+        const auto noChoices = parse_chunk(R"({"id":"x"})", c);
+        QVERIFY(noChoices && noChoices->contains("choices"));
+    }
+
+    void requestBodyCarriesTheCardsSettings() {
+        RemoteCard c = card("Why?", 0.7, 42, 16);
+        c.system = "Be brief.";
+        c.shared_context = "DOC";
+        c.sampling.top_p = 0.9;
+        c.sampling.top_k = 40;
+        c.sampling.min_p = 0.05;
+        c.sampling.stop = QStringList{"\n\n"};
+        c.sampling.logprobs = 3;
+        const QJsonObject chat = QJsonDocument::fromJson(request_body(c, "m", Api::Chat)).object();
+        QCOMPARE(chat["model"].toString(), QStringLiteral("m"));
+        QVERIFY(chat["stream"].toBool());
+        QCOMPARE(chat["temperature"].toDouble(), 0.7);
+        QCOMPARE(chat["seed"].toInteger(), 42);
+        QCOMPARE(chat["max_tokens"].toInt(), 16);
+        QCOMPARE(chat["top_k"].toInt(), 40);
+        QCOMPARE(chat["stop"].toArray().first().toString(), QStringLiteral("\n\n"));
+        QVERIFY(chat["logprobs"].toBool());
+        QCOMPARE(chat["top_logprobs"].toInt(), 3);
+        // The shared context opens the system message, so every card's prompt starts alike.
+        const QJsonArray m = chat["messages"].toArray();
+        QCOMPARE(m[0].toObject()["content"].toString(), QStringLiteral("DOC\n\nBe brief."));
+        QCOMPARE(m[1].toObject()["content"].toString(), QStringLiteral("Why?"));
+        const QJsonObject plain = QJsonDocument::fromJson(request_body(c, "m", Api::Completions)).object();
+        QVERIFY(plain["prompt"].toString().startsWith("DOC"));
+        QCOMPARE(plain["logprobs"].toInt(), 3);
+        // Unset settings are left to the server.
+        const QJsonObject bare = QJsonDocument::fromJson(request_body(card("q", std::nullopt, std::nullopt, 8), "m", Api::Chat)).object();
+        QVERIFY(!bare.contains("temperature") && !bare.contains("seed") && !bare.contains("top_p"));
+    }
+
+    void plainHttpOnlyToThisMachine() {
+        Connection c;
+        c.model = "m";
+        c.base = QUrl("http://127.0.0.1:8080/v1");
+        QVERIFY(connection_problem(c).isEmpty());
+        c.base = QUrl("http://localhost:8080");
+        QVERIFY(connection_problem(c).isEmpty());
+        QCOMPARE(api_url(c, "models").toString(), QStringLiteral("http://localhost:8080/v1/models"));
+        c.base = QUrl("http://gpu-node-7:8000/v1");
+        QVERIFY(connection_problem(c).contains("unencrypted"));
+        c.insecure = true;
+        QVERIFY(connection_problem(c).isEmpty());
+        c.base = QUrl("https://gpu-node-7:8000/v1/");
+        c.insecure = false;
+        QVERIFY(connection_problem(c).isEmpty());
+        QCOMPARE(api_url(c, "chat/completions").toString(), QStringLiteral("https://gpu-node-7:8000/v1/chat/completions"));
+        c.base = QUrl("ftp://host/v1");
+        QVERIFY(connection_problem(c).contains("only http and https"));
+        // A refused connection fails every card at once, with the reason, without a request.
+        c.base = QUrl("http://example.org/v1");
+        RemoteRun run(c, {card("q", 0.0, std::nullopt, 4), card("r", 0.0, std::nullopt, 4)});
+        QVERIFY(finish(run, 1000));
+        QCOMPARE(run.outcome(1).state, CardState::Failed);
+        QVERIFY(run.outcome(1).error.contains("unencrypted"));
+    }
+
+    // ---- against a real llama.cpp server ----
+    void fourCardsStreamConcurrently() {
+        LlamaServer server;
+        const QString why = server.start();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        QVector<RemoteCard> cards = {card("Name three colours.", 0.0, std::nullopt, 24), card("Count to five.", 0.5, 1, 24),
+                                     card("What is a cat?", 1.0, 2, 24), card("Say hello.", 1.5, 3, 24)};
+        RemoteRun run(connectionTo(server), cards);
+        QVector<int> deltas(4, 0);
+        int firstDeltasBeforeAnyFinish = 0;
+        bool anyFinished = false;
+        connect(&run, &RemoteRun::textArrived, this, [&](int i, const QString&) {
+            if (deltas[i]++ == 0 && !anyFinished) ++firstDeltasBeforeAnyFinish;
+        });
+        connect(&run, &RemoteRun::cardFinished, this, [&](int) { anyFinished = true; });
+        QVERIFY(finish(run));
+        for (int i = 0; i < 4; ++i) {
+            const CardOutcome& o = run.outcome(i);
+            QVERIFY2(o.state == CardState::Finished, qPrintable(o.error));
+            QVERIFY(!o.text.isEmpty());
+            QVERIFY(o.finish_reason == "stop" || o.finish_reason == "length");
+            QVERIFY(o.tokens > 0 && o.tokens <= 24);
+            QVERIFY(o.time_to_first_token_s > 0.0 && o.time_to_first_token_s <= o.total_s);
+            QVERIFY(deltas[i] > 1);  // streamed, not delivered whole
+        }
+        // The requests ran side by side: every card had text before the first one ended.
+        QCOMPARE(firstDeltasBeforeAnyFinish, 4);
+    }
+
+    void seedsReproduceAndLogprobsArrive() {
+        LlamaServer server;
+        const QString why = server.start();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        auto once = [&](quint64 seed) {
+            RemoteCard c = card("Write a short poem about rain.", 1.0, seed, 20);
+            c.sampling.logprobs = 2;
+            RemoteRun run(connectionTo(server), {c});
+            finish(run);
+            return run.outcome(0);
+        };
+        const CardOutcome a = once(7), b = once(7);
+        QVERIFY2(a.state == CardState::Finished && b.state == CardState::Finished, qPrintable(a.error + b.error));
+        QCOMPARE(a.text, b.text);
+        QCOMPARE(int(a.logprobs.size()), a.tokens);
+        QCOMPARE(int(a.logprobs[0].top.size()), 2);
+        QVERIFY(a.logprobs[0].logprob <= 0.0);
+    }
+
+    void oneCardStopsTheOthersGoOn() {
+        LlamaServer server;
+        const QString why = server.start();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        RemoteRun run(connectionTo(server), {card("Tell a long story about a dragon.", 0.8, 5, 160),
+                                             card("Tell a long story about a ship.", 0.0, std::nullopt, 48)});
+        int seen = 0;
+        connect(&run, &RemoteRun::textArrived, this, [&](int i, const QString&) {
+            if (i == 0 && ++seen == 3) run.stop(0);
+        });
+        QVERIFY(finish(run));
+        QCOMPARE(run.outcome(0).state, CardState::Stopped);
+        QCOMPARE(run.outcome(0).tokens, 3);
+        QVERIFY2(run.outcome(1).state == CardState::Finished, qPrintable(run.outcome(1).error));
+        QVERIFY(run.outcome(1).tokens > 3);
+        // stopAll closes whatever still runs.
+        RemoteRun all(connectionTo(server), {card("Tell a long story.", 0.8, 1, 300), card("Another long story.", 0.8, 2, 300)});
+        connect(&all, &RemoteRun::textArrived, this, [&](int, const QString&) { all.stopAll(); });
+        QVERIFY(finish(all));
+        QCOMPARE(all.outcome(0).state, CardState::Stopped);
+        QCOMPARE(all.outcome(1).state, CardState::Stopped);
+    }
+
+    void aServerKilledMidStreamFailsOnlyItsCard() {
+        LlamaServer doomed, healthy;
+        QString why = doomed.start();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        why = healthy.start();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        RemoteRun a(connectionTo(doomed), {card("Tell a long story about a dragon.", 0.0, std::nullopt, 300)});
+        RemoteRun b(connectionTo(healthy), {card("Name three colours.", 0.0, std::nullopt, 32)});
+        connect(&a, &RemoteRun::textArrived, this, [&](int, const QString&) {
+            if (a.outcome(0).text.size() > 8) doomed.kill();
+        });
+        QSignalSpy bDone(&b, &RemoteRun::allFinished);
+        QVERIFY(finish(a));
+        QCOMPARE(a.outcome(0).state, CardState::Failed);
+        QVERIFY2(a.outcome(0).error.contains("127.0.0.1"), qPrintable(a.outcome(0).error));
+        QVERIFY(!a.outcome(0).text.isEmpty());  // what came before stays
+        b.start();
+        QVERIFY(b.finished() || bDone.wait(120000));
+        QVERIFY2(b.outcome(0).state == CardState::Finished, qPrintable(b.outcome(0).error));
+    }
+
+    void aWrongKeyIsRefusedByName() {
+        LlamaServer server;
+        const QString why = server.start({"--api-key", "right-key"});
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        RemoteRun wrong(connectionTo(server, "wrong-key"), {card("Hi", 0.0, std::nullopt, 4)});
+        QVERIFY(finish(wrong));
+        QCOMPARE(wrong.outcome(0).state, CardState::Failed);
+        QVERIFY2(wrong.outcome(0).error.contains("HTTP 401") && wrong.outcome(0).error.contains("refused the API key"),
+                 qPrintable(wrong.outcome(0).error));
+        RemoteRun right(connectionTo(server, "right-key"), {card("Hi", 0.0, std::nullopt, 4)});
+        QVERIFY(finish(right));
+        QVERIFY2(right.outcome(0).state == CardState::Finished, qPrintable(right.outcome(0).error));
+    }
+
+    void anHtmlPageIsNotAnApi() {
+        QTemporaryDir dir;
+        QFile page(dir.filePath("index.html"));
+        QVERIFY(page.open(QIODevice::WriteOnly));
+        page.write("<html><body>Welcome to nginx!</body></html>");
+        page.close();
+        const quint16 port = freePort();
+        QProcess web;
+        web.start(kevtest::python(), {"-m", "http.server", QString::number(port), "--bind", "127.0.0.1", "--directory", dir.path()});
+        QVERIFY(web.waitForStarted(30000));
+        QVERIFY(waitForHttp(QUrl(QStringLiteral("http://127.0.0.1:%1/").arg(port)), 200, 30000));
+        Connection c;
+        c.base = QUrl(QStringLiteral("http://127.0.0.1:%1/").arg(port));
+        c.model = "m";
+        RemoteRun run(c, {card("Hi", 0.0, std::nullopt, 4)});
+        QVERIFY(finish(run, 30000));
+        web.kill();
+        web.waitForFinished();
+        QCOMPARE(run.outcome(0).state, CardState::Failed);
+        QVERIFY2(run.outcome(0).error.contains("HTML page") && run.outcome(0).error.contains("not an OpenAI-compatible API"),
+                 qPrintable(run.outcome(0).error));
+    }
+
+    void aSilentServerTimesOut() {
+        QTcpServer silent;  // accepts, reads, never answers
+        QVERIFY(silent.listen(QHostAddress::LocalHost, 0));
+        std::vector<std::unique_ptr<QTcpSocket>> held;
+        connect(&silent, &QTcpServer::newConnection, this, [&] {
+            while (QTcpSocket* s = silent.nextPendingConnection()) held.emplace_back(s);
+        });
+        Connection c;
+        c.base = QUrl(QStringLiteral("http://127.0.0.1:%1/v1").arg(silent.serverPort()));
+        c.model = "m";
+        c.timeout_ms = 1500;
+        RemoteRun run(c, {card("Hi", 0.0, std::nullopt, 4)});
+        QElapsedTimer clock;
+        clock.start();
+        QVERIFY(finish(run, 30000));
+        QCOMPARE(run.outcome(0).state, CardState::Failed);
+        QVERIFY2(run.outcome(0).error.contains("timeout") && run.outcome(0).error.contains("1.5 s"), qPrintable(run.outcome(0).error));
+        QVERIFY(clock.elapsed() >= 1400);
+        // And a port nobody listens on: refused, at once.
+        c.base = QUrl(QStringLiteral("http://127.0.0.1:%1/v1").arg(freePort()));
+        RemoteRun refused(c, {card("Hi", 0.0, std::nullopt, 4)});
+        QVERIFY(finish(refused, 30000));
+        QVERIFY2(refused.outcome(0).error.contains("refused"), qPrintable(refused.outcome(0).error));
+    }
+
+    void kevCliAnswersThroughTheServer() {
+        LlamaServer server;
+        const QString why = server.start({"--api-key", "cli-key"});
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        QProcess cli;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("KEV_API_KEY", "cli-key");
+        cli.setProcessEnvironment(env);
+        cli.start(kevtest::binDir() + "/kev-cli",
+                  {"--server", server.url("").toString(), "--json", "--logprobs", "3", "--max-new-tokens", "12",
+                   "--temperature", "0.8", "--seed", "11", "Name a fruit.", "Name a tree."});
+        QVERIFY(cli.waitForFinished(120000));
+        const QByteArray err = cli.readAllStandardError();
+        QVERIFY2(cli.exitCode() == 0, err.constData());
+        const QJsonObject out = QJsonDocument::fromJson(cli.readAllStandardOutput()).object();
+        QCOMPARE(out["engine"].toString(), QStringLiteral("remote"));
+        QVERIFY(!out["model"].toString().isEmpty());  // the server's only model, from /v1/models
+        const QJsonArray cards = out["cards"].toArray();
+        QCOMPARE(cards.size(), 2);
+        for (int i = 0; i < 2; ++i) {
+            const QJsonObject c = cards[i].toObject();
+            QCOMPARE(c["state"].toString(), QStringLiteral("finished"));
+            QCOMPARE(c["seed"].toInteger(), 11 + i);  // S, S+1 as a local run
+            QVERIFY(!c["text"].toString().isEmpty());
+            const QJsonArray lp = c["logprobs"].toArray();
+            QCOMPARE(lp.size(), c["stats"].toObject()["generated_tokens"].toInt());
+            QCOMPARE(lp[0].toObject()["top"].toArray().size(), 3);
+        }
+        // --verify-isolation: every card again alone; the report and the exit code agree.
+        cli.start(kevtest::binDir() + "/kev-cli",
+                  {"--server", server.url().toString(), "--json", "--verify-isolation", "--max-new-tokens", "16",
+                   "What is the capital of France?", "Name three colors.", "Count to five."});
+        QVERIFY(cli.waitForFinished(120000));
+        const QJsonObject iso = QJsonDocument::fromJson(cli.readAllStandardOutput()).object();
+        QVERIFY(iso["isolation_differences"].isArray());
+        const QJsonArray diffs = iso["isolation_differences"].toArray();
+        QCOMPARE(cli.exitCode(), diffs.isEmpty() ? 0 : 3);
+        for (const QJsonValue& d : diffs) QVERIFY(d.toObject()["question"].toInt() >= 1 && d.toObject()["question"].toInt() <= 3);
+        qInfo("llama.cpp server, 3 greedy cards alone vs together: %d differ", int(diffs.size()));
+        // Without the key: exit 1, the card's failure on stderr; usage errors by name.
+        env.remove("KEV_API_KEY");
+        cli.setProcessEnvironment(env);
+        cli.start(kevtest::binDir() + "/kev-cli", {"--server", server.url().toString(), "Hi"});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 1);
+        QVERIFY(cli.readAllStandardError().contains("HTTP 401"));
+        cli.start(kevtest::binDir() + "/kev-cli", {"--server", server.url().toString(), "--precision", "4bit", "Hi"});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 2);
+        QVERIFY(cli.readAllStandardError().contains("--precision is for the local engine"));
+        cli.start(kevtest::binDir() + "/kev-cli", {"--server", "http://10.1.2.3:8000/v1", "Hi"});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 2);
+        QVERIFY(cli.readAllStandardError().contains("unencrypted"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRemote)
+#include "tst_remote.moc"
