@@ -18,6 +18,8 @@
 #include <memory>
 
 #include "kev_test_env.h"
+#include "llama_server.h"
+#include "connections.h"
 #include "openai_wire.h"
 #include "remote_run.h"
 #include "sse.h"
@@ -26,70 +28,9 @@ using namespace kevremote;
 
 namespace {
 
-QString llamaServerPath() { return QStringLiteral(KEV_LLAMA_SERVER); }
-
-// A port nothing listens on now (the OS's choice, released at once).
-quint16 freePort() {
-    QTcpServer probe;
-    if (!probe.listen(QHostAddress::LocalHost, 0)) return 0;
-    return probe.serverPort();
-}
-
-// GET url until it answers `wantStatus`, at most timeoutMs.
-bool waitForHttp(const QUrl& url, int wantStatus, int timeoutMs) {
-    QNetworkAccessManager network;
-    QElapsedTimer clock;
-    clock.start();
-    while (clock.elapsed() < timeoutMs) {
-        QNetworkRequest request(url);
-        request.setTransferTimeout(2000);
-        QNetworkReply* reply = network.get(request);
-        QSignalSpy done(reply, &QNetworkReply::finished);
-        done.wait(3000);
-        const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-        reply->deleteLater();
-        if (status == wantStatus) return true;
-        QTest::qWait(200);
-    }
-    return false;
-}
-
-// llama.cpp's server on 127.0.0.1, serving the built-in model; stopped with the object.
-class LlamaServer {
-public:
-    // Starts it and waits for /health; `extra`: more server options (--api-key ...).
-    QString start(const QStringList& extra = {}) {
-        if (!QFileInfo(llamaServerPath()).isExecutable())
-            return QStringLiteral("no llama.cpp server at %1: packaging/setup.sh test builds it").arg(llamaServerPath());
-        port_ = freePort();
-        process_.setProgram(llamaServerPath());
-        process_.setArguments(QStringList{"-m", kevtest::builtinModel(), "--host", "127.0.0.1", "--port", QString::number(port_),
-                                          "-np", "4", "-c", "4096", "-t", "2", "--no-webui"} + extra);
-        process_.setProcessChannelMode(QProcess::MergedChannels);
-        process_.start();
-        if (!process_.waitForStarted(30000)) return QStringLiteral("cannot start %1").arg(llamaServerPath());
-        if (!waitForHttp(url(QStringLiteral("/health")), 200, 120000))
-            return QStringLiteral("llama-server did not become healthy: ") + QString::fromUtf8(process_.readAll().right(2000));
-        return {};
-    }
-    QUrl url(const QString& path = QStringLiteral("/v1")) const {
-        return QUrl(QStringLiteral("http://127.0.0.1:%1%2").arg(port_).arg(path));
-    }
-    void kill() {
-        process_.kill();
-        process_.waitForFinished(10000);
-    }
-    ~LlamaServer() {
-        if (process_.state() != QProcess::NotRunning) {
-            process_.terminate();
-            if (!process_.waitForFinished(10000)) kill();
-        }
-    }
-
-private:
-    QProcess process_;
-    quint16 port_ = 0;
-};
+using kevtest::freePort;
+using kevtest::LlamaServer;
+using kevtest::waitForHttp;
 
 Connection connectionTo(const LlamaServer& server, const QString& key = {}) {
     Connection c;
@@ -229,6 +170,49 @@ private Q_SLOTS:
         QVERIFY(finish(run, 1000));
         QCOMPARE(run.outcome(1).state, CardState::Failed);
         QVERIFY(run.outcome(1).error.contains("unencrypted"));
+    }
+
+    void connectionsKeepKeysApart() {
+        QTemporaryDir dir;
+        ConnectionStore store(dir.path());
+        QString error;
+        QVERIFY(store.load(&error));  // no files yet: an empty store
+        QVERIFY(store.names().isEmpty());
+        SavedConnection c;
+        c.name = "cluster";
+        c.base = QUrl("https://gpu-head:8000/v1");
+        c.model = "meta-llama/Llama-3.3-70B-Instruct";
+        c.timeout_s = 30;
+        store.put(c, "sk-secret");
+        QVERIFY2(store.save(&error), qPrintable(error));
+        QFile keys(store.keysPath());
+        QCOMPARE(keys.permissions() & ~(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ReadUser | QFileDevice::WriteUser),
+                 QFileDevice::Permissions());
+        QFile list(store.connectionsPath());
+        QVERIFY(list.open(QIODevice::ReadOnly));
+        QVERIFY(!list.readAll().contains("sk-secret"));
+        ConnectionStore again(dir.path());
+        QVERIFY(again.load(&error));
+        const auto r = again.resolve("cluster");
+        QVERIFY(r);
+        QCOMPARE(r->api_key, QStringLiteral("sk-secret"));
+        QCOMPARE(r->timeout_ms, 30000);
+        QCOMPARE(r->model, c.model);
+        QVERIFY(!again.resolve("other"));
+        again.remove("cluster");
+        QVERIFY(again.save(&error));
+        QFile keysAfter(again.keysPath());
+        QVERIFY(keysAfter.open(QIODevice::ReadOnly));
+        QVERIFY(!keysAfter.readAll().contains("sk-secret"));
+        // A file that is not JSON is named, and the store stays empty.
+        QFile broken(store.connectionsPath());
+        QVERIFY(broken.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        broken.write("{not json");
+        broken.close();
+        ConnectionStore bad(dir.path());
+        QVERIFY(!bad.load(&error));
+        QVERIFY(error.contains("connections.json"));
+        QVERIFY(bad.names().isEmpty());
     }
 
     // ---- against a real llama.cpp server ----

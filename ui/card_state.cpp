@@ -98,7 +98,8 @@ bool CardSettings::operator==(const CardSettings& o) const {
     return question == o.question && temperature == o.temperature && topP == o.topP &&
            topK == o.topK && minP == o.minP && repetitionPenalty == o.repetitionPenalty &&
            maxNewTokens == o.maxNewTokens && seed == o.seed &&
-           stopStrings == o.stopStrings && lora == o.lora && system == o.system;
+           stopStrings == o.stopStrings && lora == o.lora && system == o.system &&
+           engine == o.engine;
 }
 
 bool answerIsStale(const CardAnswer& answer, const CardSettings& now) {
@@ -123,6 +124,7 @@ QJsonObject toJson(const CardSettings& s) {
     o[QStringLiteral("stop_strings")] = QJsonArray::fromStringList(s.stopStrings);
     if (s.lora) o[QStringLiteral("lora")] = *s.lora;
     if (!s.system.isEmpty()) o[QStringLiteral("system")] = s.system;
+    if (!s.engine.isEmpty()) o[QStringLiteral("engine")] = s.engine;  // a name: the key stays in the key file
     return o;
 }
 
@@ -145,6 +147,7 @@ CardSettings settingsFromJson(const QJsonObject& o) {
         s.stopStrings.push_back(stop.toString());
     if (o.value(QStringLiteral("lora")).isBool()) s.lora = o.value(QStringLiteral("lora")).toBool();
     s.system = o.value(QStringLiteral("system")).toString();
+    s.engine = o.value(QStringLiteral("engine")).toString();
     return s;
 }
 

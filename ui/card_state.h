@@ -32,6 +32,7 @@ struct CardSettings {
     QStringList stopStrings;
     std::optional<bool> lora;             // LoRA for this card; unset: the toolbar's choice
     QString system;                       // this card's system prompt; empty: the board's
+    QString engine;                       // a saved connection's name (remote engine); empty: the local model
 
     // The engine's view of the settings (not validated: the engine does that).
     kev::SamplingSettings sampling() const;

@@ -40,6 +40,8 @@
 #include "board_export.h"
 #include "bundle_view.h"
 #include "comparison_view.h"
+#include "connection_dialog.h"
+#include "connections.h"
 #include "board_request.h"
 #include "gauge_panel.h"
 #include "kev/engine_info.h"
@@ -142,6 +144,17 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
     buildMenus();
     buildCentral();
     runs_ = new RunController(engine_, doc_, gauges_, packView_, this);
+    {
+        QString dir = qEnvironmentVariable("KEV_CONFIG_DIR");
+        if (dir.isEmpty()) dir = QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation);
+        connections_ = std::make_unique<kevremote::ConnectionStore>(dir);
+        QString error;
+        if (!connections_->load(&error))
+            QTimer::singleShot(0, this, [this, error] {
+                showWindowMessage(QStringLiteral("Server connections not read: %1").arg(error), Tone::Error);
+            });
+        runs_->setConnections(connections_.get());
+    }
     // The card widgets are views of the document.
     connect(doc_, &BoardDocument::wasReset, this, &MainWindow::onBoardReset);
     connect(doc_, &BoardDocument::cardInserted, this, &MainWindow::onCardInserted);
@@ -357,6 +370,7 @@ void MainWindow::onBoardReset() {
 QuestionCard* MainWindow::createCardView(int at) {
     const CardState& state = doc_->cards()[at];
     auto* card = new QuestionCard(cardRow_);
+    card->setEngineChoices(connections_ ? connections_->names() : QStringList());
     card->setState(state);
     card->setNumber(state.number, state.from);
     connectCard(card);
@@ -1067,7 +1081,22 @@ void MainWindow::onLoadFailed(const QString& path, const QString& message) {
 
 // ---- Running -------------------------------------------------------------------------
 
-bool MainWindow::isRunning() const { return engine_->running(); }
+bool MainWindow::isRunning() const { return runs_->running(); }
+
+ConnectionDialog* MainWindow::openConnections() {
+    if (!connectionDialog_) {
+        connectionDialog_ = new ConnectionDialog(connections_.get(), this);
+        connect(connectionDialog_, &ConnectionDialog::connectionsChanged, this, &MainWindow::refreshEngineChoices);
+    }
+    connectionDialog_->show();
+    connectionDialog_->raise();
+    return connectionDialog_;
+}
+
+void MainWindow::refreshEngineChoices() {
+    const QStringList names = connections_->names();
+    for (QuestionCard* card : cards_) card->setEngineChoices(names);
+}
 
 void MainWindow::prepareLora(bool forRun) {
     // The adapter is attached (on the worker, before the run or preview that follows)

@@ -11,6 +11,8 @@
 #include <QMainWindow>
 #include <QPointer>
 
+#include <memory>
+
 #include "board_history.h"
 #include "card_state.h"
 #include "engine_types.h"
@@ -30,10 +32,15 @@ class QTimer;
 class QToolButton;
 class QUndoStack;
 
+namespace kevremote {
+class ConnectionStore;
+}
+
 namespace kevui {
 
 class BoardDocument;
 class BundleDialog;
+class ConnectionDialog;
 class ComparisonDialog;
 class EngineHost;
 class GaugePanel;
@@ -123,6 +130,12 @@ public:
     QString loraPath() const { return loraPath_; }
     void setLoraPath(const QString& dir);
     QString loraModeText() const;
+    // Servers cards may target (Engine ▸ Connections…): kept in $KEV_CONFIG_DIR, else the
+    // application's configuration folder; keys in a user-only file beside them.
+    kevremote::ConnectionStore* connections() const { return connections_.get(); }
+    ConnectionDialog* openConnections();
+    // After the store changed: every card's Engine list follows it.
+    void refreshEngineChoices();
 
 Q_SIGNALS:
     void modelReady();
@@ -191,6 +204,8 @@ private:
     QString modelPath_;
     EngineHost* engine_ = nullptr;
     RunController* runs_ = nullptr;
+    std::unique_ptr<kevremote::ConnectionStore> connections_;
+    QPointer<ConnectionDialog> connectionDialog_;
 
     QAction* run_ = nullptr;
     QAction* stop_ = nullptr;

@@ -298,6 +298,11 @@ void MainWindow::buildMenus() {
     run->addAction(stop_);
     run->addAction(addCardAction_);
 
+    QMenu* engines = menuBar()->addMenu(QStringLiteral("E&ngine"));
+    QAction* connectionsAction = engines->addAction(QStringLiteral("Connections…"), this, [this] { openConnections(); });
+    connectionsAction->setObjectName(QStringLiteral("connectionsAction"));
+    connectionsAction->setToolTip(QStringLiteral("Servers (vLLM, SGLang, llama.cpp) a card can send its question to"));
+
     QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
     help->addAction(QStringLiteral("Keyboard shortcuts"), this, [this] {
         QMessageBox::information(this, QStringLiteral("Keyboard shortcuts"),

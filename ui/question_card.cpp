@@ -14,6 +14,7 @@
 #include <QRegularExpressionValidator>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
 #include <QTextDocument>
@@ -195,6 +196,13 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     form->addRow(QStringLiteral("Seed"), seed_);
     form->addRow(QStringLiteral("Stop strings"), stops_);
     form->addRow(QStringLiteral("LoRA"), lora_);
+    engine_ = new QComboBox(advanced_);
+    engine_->setObjectName(QStringLiteral("cardEngineCombo"));
+    engine_->setAccessibleName(QStringLiteral("Engine of this card"));
+    engine_->addItem(QStringLiteral("Local model"), QString());
+    engine_->setToolTip(QStringLiteral("Where this card is answered: the local model (every local card in one pack) "
+                                       "or a saved server connection (Engine ▸ Connections…), one request per card."));
+    form->addRow(QStringLiteral("Engine"), engine_);
     system_ = new QPlainTextEdit(advanced_);
     system_->setObjectName(QStringLiteral("cardSystemEdit"));
     system_->setAccessibleName(QStringLiteral("System prompt of this card"));
@@ -229,6 +237,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     connect(seed_, &QLineEdit::textChanged, this, emitChanged);
     connect(stops_, &QLineEdit::textChanged, this, emitChanged);
     connect(lora_, qOverload<int>(&QComboBox::currentIndexChanged), this, emitChanged);
+    connect(engine_, qOverload<int>(&QComboBox::currentIndexChanged), this, emitChanged);
     connect(system_, &QPlainTextEdit::textChanged, this, emitChanged);
 
     message_ = new QLabel(this);
@@ -270,7 +279,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     const QList<QWidget*> order{left,   right,          prompt,        dup,    remove,       question_,
                                 temperatureSlider_,     temperatureSpin_,      advancedToggle_, topP_,
                                 topK_,  minP_,          repetitionPenalty_,    maxNewTokens_, seed_,
-                                stops_, lora_,          system_,       answerView_, stop_,  sweep,
+                                stops_, lora_,          engine_,       system_,     answerView_, stop_,  sweep,
                                 replay_, copy};
     for (int i = 1; i < order.size(); ++i) setTabOrder(order[i - 1], order[i]);
 
@@ -310,7 +319,28 @@ CardSettings QuestionCard::settings() const {
     for (const QString& stop : stops_->text().split(kStopSeparator, Qt::SkipEmptyParts)) s.stopStrings.push_back(stop);
     if (lora_->currentIndex() > 0) s.lora = lora_->currentIndex() == 1;
     s.system = system_->toPlainText();
+    s.engine = engine_->currentData().toString();
     return s;
+}
+
+void QuestionCard::setEngineChoices(const QStringList& connections) {
+    const QString current = engine_->currentData().toString();
+    const QSignalBlocker quiet(engine_);
+    engine_->clear();
+    engine_->addItem(QStringLiteral("Local model"), QString());
+    for (const QString& name : connections) engine_->addItem(name, name);
+    selectEngine(current);
+}
+
+// A connection the list lacks (removed, or a workspace from another machine) stays the
+// card's choice, marked: running it says so instead of quietly running locally.
+void QuestionCard::selectEngine(const QString& name) {
+    int i = engine_->findData(name);
+    if (i < 0) {
+        engine_->addItem(QStringLiteral("%1 (not saved here)").arg(name), name);
+        i = engine_->count() - 1;
+    }
+    engine_->setCurrentIndex(i);
 }
 
 void QuestionCard::setSettings(const CardSettings& s) {
@@ -339,13 +369,24 @@ void QuestionCard::setSettings(const CardSettings& s) {
     stops_->setText(s.stopStrings.join(kStopSeparator));
     lora_->setCurrentIndex(s.lora ? (*s.lora ? 1 : 2) : 0);
     if (system_->toPlainText() != s.system) system_->setPlainText(s.system);
+    selectEngine(s.engine);
 }
+
+namespace {
+
+// A local answer replays by its token ids; a server's by its text (servers stream no ids).
+bool replayable(const CardAnswer& a) {
+    if (a.ranWith && !a.ranWith->engine.isEmpty()) return !a.text.isEmpty() && a.finish != QLatin1String("failed");
+    return !a.tokens.isEmpty();
+}
+
+}  // namespace
 
 void QuestionCard::setState(const CardState& state) {
     setSettings(state.settings);
     answer_ = state.answer;
     showAnswerText();
-    replay_->setEnabled(!answer_.finish.isEmpty() && !answer_.tokens.isEmpty());
+    replay_->setEnabled(!answer_.finish.isEmpty() && replayable(answer_));
     updateFooter();
     explainFinish();
 }
@@ -393,7 +434,7 @@ void QuestionCard::finishAnswer(const CardAnswer& answer) {
     // The final text may be shorter than what streamed (a stop string is cut off).
     answer_ = answer;
     showAnswerText();
-    replay_->setEnabled(!answer_.tokens.isEmpty());
+    replay_->setEnabled(replayable(answer_));
     updateFooter();
     explainFinish();
 }

@@ -62,6 +62,8 @@ public:
     // Finished answers shown as Markdown (headings, lists, code blocks) or as raw text.
     // While an answer streams it is raw text.
     void setRenderMarkdown(bool on);
+    // The saved connections a card may target beside the local model (Engine ▸ Connections).
+    void setEngineChoices(const QStringList& connections);
     bool rendersMarkdown() const { return markdown_; }
 
 Q_SIGNALS:
@@ -80,6 +82,7 @@ private:
     void explainFinish();  // a visible reason for a finish that is a failure
     void setTemperatureFromSlider(int value);
     void setTemperatureFromSpin(double value);
+    void selectEngine(const QString& name);
 
     int index_ = 0;
     int number_ = 0;
@@ -104,6 +107,7 @@ private:
     QLineEdit* seed_ = nullptr;
     QLineEdit* stops_ = nullptr;
     QComboBox* lora_ = nullptr;  // as the toolbar / on / off
+    QComboBox* engine_ = nullptr;  // "Local model" (data "") or a connection (data: its name)
     QPlainTextEdit* system_ = nullptr;  // the card's own system prompt
     QLabel* message_ = nullptr;
     QTextEdit* answerView_ = nullptr;

@@ -1,5 +1,7 @@
 #include "run_controller.h"
 
+#include <QHash>
+
 #include <algorithm>
 
 #include "card_state.h"
@@ -12,6 +14,8 @@
 #include "pack_view.h"
 #include "question_card.h"
 #include "token_view.h"
+#include "connections.h"
+#include "remote_run.h"
 
 namespace kevui {
 
@@ -31,6 +35,24 @@ CardAnswer answerFrom(const kev::CardResult& r) {
     return a;
 }
 
+// A card as one request: its settings as fields, the board's shared context and system
+// prompt (the card's own wins).
+kevremote::RemoteCard remoteCard(const CardSettings& s, const BoardInputs& board) {
+    kevremote::RemoteCard r;
+    r.question = s.question;
+    r.system = s.system.isEmpty() ? board.system : s.system;
+    r.shared_context = board.sharedContext;
+    r.sampling.temperature = s.temperature;
+    if (s.topP != 1.0) r.sampling.top_p = s.topP;
+    if (s.topK != 0) r.sampling.top_k = s.topK;
+    if (s.minP != 0.0) r.sampling.min_p = s.minP;
+    if (s.repetitionPenalty != 1.0) r.sampling.repetition_penalty = s.repetitionPenalty;
+    r.sampling.max_tokens = s.maxNewTokens;
+    r.sampling.stop = s.stopStrings;
+    if (s.seed) r.sampling.seed = *s.seed;
+    return r;
+}
+
 }  // namespace
 
 RunController::RunController(EngineHost* engine, BoardDocument* board, GaugePanel* gauges, PackView* packView,
@@ -42,7 +64,14 @@ RunController::RunController(EngineHost* engine, BoardDocument* board, GaugePane
     connect(engine_, &EngineHost::runFailed, this, &RunController::onRunFailed);
 }
 
-bool RunController::running() const { return engine_->running(); }
+RunController::~RunController() = default;
+
+bool RunController::running() const {
+    if (engine_->running() || localRunning_ || ending_) return true;
+    for (const RemoteGroup& g : remote_)
+        if (!g.done) return true;
+    return false;
+}
 
 kev::LoraUse RunController::loraFor(const CardSettings& s) const { return cardRequest(s, board_).lora; }
 
@@ -54,6 +83,14 @@ QString RunController::problemOf(const QuestionCard* card) const {
         loraFor(s).validate();
     } catch (const kev::Error& e) {
         return QStringLiteral("Invalid setting: %1").arg(QString::fromStdString(e.what()));
+    }
+    if (!s.engine.isEmpty()) {
+        const auto c = connections_ ? connections_->resolve(s.engine) : std::nullopt;
+        if (!c) return QStringLiteral("Invalid setting: the engine '%1' is not a saved connection here (Engine ▸ Connections…).").arg(s.engine);
+        if (const QString p = kevremote::connection_problem(*c); !p.isEmpty())
+            return QStringLiteral("Invalid setting: connection '%1': %2").arg(s.engine, p);
+        if (s.lora.value_or(false))
+            return QStringLiteral("Invalid setting: a LoRA adapter applies to the local model only, not to '%1'.").arg(s.engine);
     }
     return QString();
 }
@@ -78,8 +115,9 @@ void RunController::recheck(const QList<QuestionCard*>& cards, QuestionCard* edi
 
 bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sharedContext, const QString& system) {
     if (running()) return false;
+    const bool anyLocal = std::any_of(cards.begin(), cards.end(), [](const QuestionCard* c) { return c->settings().engine.isEmpty(); });
     // While another model or precision loads, the loaded model keeps answering.
-    if (!engine_->hasModel()) {
+    if (anyLocal && !engine_->hasModel()) {
         Q_EMIT windowMessage(engine_->loading() ? QStringLiteral("The model is still loading; run again when it is ready.")
                                                 : QStringLiteral("No model is loaded: open a model first (File ▸ Open model)."), Tone::Error);
         return false;
@@ -103,7 +141,9 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
             continue;
         }
         card->clearMessage();
-        sent.push_back(resolvedSettings(card->settings(), board));
+        CardSettings s = resolvedSettings(card->settings(), board);
+        if (!s.engine.isEmpty()) s.lora = false;  // the toolbar's adapter is the local model's
+        sent.push_back(s);
     }
     if (problems > 0) {
         problemsShown_ = true;
@@ -112,32 +152,133 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     }
     problemsShown_ = false;
     Q_EMIT windowMessage(QString(), Tone::Note);
-    kev::GenerationRequest request = boardRequest(sent, board);
-    request.logprobs = kTopAlternatives;  // the comparison view's colours and alternatives
+    // Local cards in one pack; remote ones grouped by connection, in board order.
+    QVector<CardSettings> localSent;
+    QStringList connectionsUsed;
+    QHash<QString, QPair<QVector<QuestionCard*>, QVector<CardSettings>>> byConnection;
     kind_ = Kind::Pack;
     cards_.clear();
     rowOfCard_.clear();
-    sent_ = sent;
-    sentBoard_ = board;
     previous_.clear();
+    sentBoard_ = board;
     for (int i = 0; i < cards.size(); ++i) {
-        cards_.push_back(cards[i]);
-        rowOfCard_.push_back(cards[i]->number() - 1);  // gauges and pack view: the card's own colour
         const int number = cards[i]->number();
-        previous_.push_back(doc_->card(number) ? doc_->card(number)->answer : CardAnswer{});
+        if (sent[i].engine.isEmpty()) {
+            cards_.push_back(cards[i]);
+            rowOfCard_.push_back(number - 1);  // gauges and pack view: the card's own colour
+            previous_.push_back(doc_->card(number) ? doc_->card(number)->answer : CardAnswer{});
+            localSent.push_back(sent[i]);
+        } else {
+            if (!byConnection.contains(sent[i].engine)) connectionsUsed << sent[i].engine;
+            byConnection[sent[i].engine].first.push_back(cards[i]);
+            byConnection[sent[i].engine].second.push_back(sent[i]);
+        }
         doc_->startAnswer(number);
         cards[i]->setRunning(true);
     }
+    sent_ = localSent;
     gauges_->startRun();
-    engine_->run(request, rowOfCard_);
+    starting_ = true;
+    if (!localSent.isEmpty()) {
+        kev::GenerationRequest request = boardRequest(localSent, board);
+        request.logprobs = kTopAlternatives;  // the comparison view's colours and alternatives
+        localRunning_ = true;
+        engine_->run(request, rowOfCard_);
+    }
+    for (const QString& name : connectionsUsed)
+        startRemote(name, byConnection[name].first, byConnection[name].second, board);
+    starting_ = false;
+    maybeEnd();  // every remote card may have failed at once
     return true;
 }
 
+void RunController::startRemote(const QString& connection, const QVector<QuestionCard*>& cards,
+                                const QVector<CardSettings>& sent, const BoardInputs& board) {
+    const kevremote::Connection c = *connections_->resolve(connection);  // problemOf checked it
+    QVector<kevremote::RemoteCard> requests;
+    for (const CardSettings& s : sent) requests.push_back(remoteCard(s, board));
+    RemoteGroup g;
+    g.connection = connection;
+    g.run = std::make_unique<kevremote::RemoteRun>(c, requests);
+    for (QuestionCard* card : cards) g.cards.push_back(card);
+    g.sent = sent;
+    g.board = board;
+    const int group = static_cast<int>(remote_.size());
+    connect(g.run.get(), &kevremote::RemoteRun::textArrived, this, [this, group](int i, const QString& delta) {
+        RemoteGroup& grp = remote_[static_cast<std::size_t>(group)];
+        QuestionCard* card = grp.cards.value(i);
+        if (!card) return;  // removed during the run
+        const kevremote::CardOutcome& o = grp.run->outcome(i);
+        doc_->appendAnswer(card->number(), delta);
+        doc_->setProgress(card->number(), o.tokens, o.tokens_per_s, o.time_to_first_token_s);
+        Q_EMIT answersChanged();
+    });
+    connect(g.run.get(), &kevremote::RemoteRun::cardFinished, this, [this, group](int i) { onRemoteCardDone(group, i); });
+    remote_.push_back(std::move(g));
+    remote_.back().run->start();
+}
+
+void RunController::onRemoteCardDone(int group, int i) {
+    RemoteGroup& g = remote_[static_cast<std::size_t>(group)];
+    const kevremote::CardOutcome& o = g.run->outcome(i);
+    if (QuestionCard* card = g.cards.value(i)) {
+        const int number = card->number();
+        CardAnswer a;
+        a.text = o.text;
+        a.generatedTokens = o.tokens;
+        a.tokensPerS = o.tokens_per_s;
+        a.timeToFirstTokenS = o.time_to_first_token_s;
+        switch (o.state) {
+            case kevremote::CardState::Finished:
+                a.finish = o.finish_reason == QLatin1String("length") ? QString::fromLatin1(kev::to_string(kev::FinishReason::MaxTokens))
+                         : o.finish_reason == QLatin1String("stop")   ? QString::fromLatin1(kev::to_string(kev::FinishReason::EndOfSequence))
+                                                                      : o.finish_reason;
+                break;
+            case kevremote::CardState::Stopped: a.finish = QString::fromLatin1(kev::to_string(kev::FinishReason::Cancelled)); break;
+            default: a.finish = QStringLiteral("failed");
+        }
+        a.seedUsed = g.sent.value(i).seed;
+        a.ranWith = g.sent.value(i);
+        a.ranWithSharedContext = g.board.sharedContext;
+        a.ranWithSystem = g.board.system;
+        if (const auto saved = connections_ ? connections_->find(g.connection) : std::nullopt)
+            a.ranWithModel = QStringLiteral("%1: %2 at %3").arg(g.connection, saved->model, saved->base.toString());
+        a.ranWithKev = QString::fromStdString(kev::engine_info().kev_version);
+        doc_->setAnswer(number, a);
+        card->setRunning(false);
+        if (o.state == kevremote::CardState::Failed)
+            card->showMessage(QStringLiteral("The server did not answer this card: %1").arg(o.error));
+    }
+    Q_EMIT answersChanged();
+    if (g.run->finished()) {
+        g.done = true;
+        maybeEnd();
+    }
+}
+
+void RunController::maybeEnd() {
+    if (starting_ || localRunning_ || ending_) return;
+    for (const RemoteGroup& g : remote_)
+        if (!g.done) return;
+    if (remote_.empty()) return endRun();  // the local pack's end is already a queued signal
+    // The last remote card may have ended inside a RemoteRun's signal, or inside stop():
+    // the run ends from the event loop, and counts as running until then.
+    ending_ = true;
+    QMetaObject::invokeMethod(this, [this] {
+        ending_ = false;
+        for (RemoteGroup& g : remote_) g.run.release()->deleteLater();
+        remote_.clear();
+        endRun();
+    }, Qt::QueuedConnection);
+}
+
 bool RunController::replay(QuestionCard* card, const QString& sharedContext, const QString& system) {
-    if (running() || !engine_->hasModel()) return false;
+    if (running()) return false;
     const CardState* recorded = doc_->card(card->number());
     if (!recorded) return false;
+    if (!engine_->hasModel() && !(recorded->answer.ranWith && !recorded->answer.ranWith->engine.isEmpty())) return false;
     const CardAnswer packed = recorded->answer;
+    if (packed.ranWith && !packed.ranWith->engine.isEmpty()) return replayRemote(card, packed);
     if (packed.tokens.isEmpty() || !packed.seedUsed) {
         card->showMessage(QStringLiteral("Nothing to replay: run the card first."));
         return false;
@@ -156,6 +297,53 @@ bool RunController::replay(QuestionCard* card, const QString& sharedContext, con
     return true;
 }
 
+// A server's card alone: the same request again, by itself. Servers give no token ids in
+// the stream, so the texts are compared: the board then shows whether this server gives
+// a card the same answer alone as in a batch.
+bool RunController::replayRemote(QuestionCard* card, const CardAnswer& packed) {
+    const CardSettings& then = *packed.ranWith;
+    const auto c = connections_ ? connections_->resolve(then.engine) : std::nullopt;
+    if (!c) {
+        card->showMessage(QStringLiteral("Cannot replay: the engine '%1' is not a saved connection here.").arg(then.engine));
+        return false;
+    }
+    if (packed.text.isEmpty() || packed.finish == QLatin1String("failed")) {
+        card->showMessage(QStringLiteral("Nothing to replay: run the card first."));
+        return false;
+    }
+    BoardInputs board = board_;
+    board.sharedContext = packed.ranWithSharedContext;
+    board.system = packed.ranWithSystem;
+    CardSettings s = then;
+    s.maxNewTokens = std::max<int>(1, static_cast<int>(packed.generatedTokens));  // the same length to compare
+    kind_ = Kind::Replay;
+    cards_.clear();
+    rowOfCard_.clear();
+    ending_ = true;  // running() until the verdict is shown
+    auto* run = new kevremote::RemoteRun(*c, {remoteCard(s, board)}, this);
+    QPointer<QuestionCard> target(card);
+    const QString name = then.engine, before = packed.text;
+    connect(run, &kevremote::RemoteRun::allFinished, this, [this, run, target, name, before] {
+        const kevremote::CardOutcome o = run->outcome(0);
+        run->deleteLater();
+        ending_ = false;
+        if (target) {
+            if (o.state != kevremote::CardState::Finished)
+                target->showMessage(QStringLiteral("Replay on %1 failed: %2").arg(name, o.error));
+            else if (o.text == before)
+                target->showMessage(QStringLiteral("Alone on %1: the same text as in the batch ✓").arg(name), Tone::Note);
+            else
+                target->showMessage(QStringLiteral("Alone on %1 the text differs from the batch: %2 (this server is not "
+                                                   "batch-invariant with these settings)")
+                                        .arg(name, divergenceText(before, o.text)));
+        }
+        endRun();
+    });
+    card->showMessage(QStringLiteral("Replaying alone on %1…").arg(name), Tone::Note);
+    run->start();
+    return true;
+}
+
 bool RunController::runRequest(const kev::GenerationRequest& request) {
     if (running() || !engine_->hasModel()) return false;
     kind_ = Kind::Request;
@@ -167,11 +355,17 @@ bool RunController::runRequest(const kev::GenerationRequest& request) {
     return true;
 }
 
-void RunController::stop() { engine_->cancel(); }
+void RunController::stop() {
+    engine_->cancel();
+    for (std::size_t i = 0; i < remote_.size(); ++i)
+        if (!remote_[i].done) remote_[i].run->stopAll();
+}
 
 void RunController::stopCard(QuestionCard* card) {
     const int i = cards_.indexOf(card);
     if (i >= 0) engine_->cancelCard(i);
+    for (std::size_t g = 0; g < remote_.size(); ++g)
+        if (const int r = remote_[g].cards.indexOf(card); r >= 0 && !remote_[g].done) remote_[g].run->stop(r);
 }
 
 void RunController::onRunStarted(RunId, const PackPreview& pack) {
@@ -277,6 +471,9 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
                                  .arg(result.prefill_tokens)
                                  .arg(result.prefill_s, 0, 'f', 2)
                                  .arg(result.steps));
+        localRunning_ = false;
+        maybeEnd();
+        return;
     }
     endRun();
 }
@@ -301,6 +498,13 @@ void RunController::onRunFailed(RunId, const QString& message) {
     Q_EMIT windowMessage(QStringLiteral("The run failed: %1%2")
                              .arg(message, restored ? QStringLiteral(" (the previous answers are kept)") : QString()),
                          Tone::Error);
+    if (kind_ == Kind::Pack) {
+        localRunning_ = false;
+        for (QuestionCard* card : cards_)
+            if (card) card->setRunning(false);
+        maybeEnd();  // the remote cards go on
+        return;
+    }
     endRun();
 }
 

@@ -8,9 +8,17 @@
 #include <QPointer>
 #include <QVector>
 
+#include <memory>
+#include <vector>
+
 #include "board_request.h"
 #include "card_state.h"
 #include "engine_types.h"
+
+namespace kevremote {
+class ConnectionStore;
+class RemoteRun;
+}  // namespace kevremote
 
 namespace kevui {
 
@@ -28,8 +36,12 @@ public:
     // running state.
     RunController(EngineHost* engine, BoardDocument* board, GaugePanel* gauges, PackView* packView,
                   QObject* parent = nullptr);
+    ~RunController() override;
+    // The saved connections cards may name as their engine (may be null: local only).
+    void setConnections(const kevremote::ConnectionStore* store) { connections_ = store; }
 
-    // Every card in one pack. Returns false (with a message on each card at fault, or
+    // Every local card in one pack, and every card whose engine is a saved connection as
+    // one streaming request to that server, all at once. Returns false (with a message on each card at fault, or
     // windowMessage) when nothing started.
     bool runAll(const QList<QuestionCard*>& cards, const QString& sharedContext, const QString& system = {});
     // `card` alone, with the inputs, seed and length of its packed answer (the board's
@@ -77,6 +89,12 @@ private:
     void onRunFailed(RunId id, const QString& message);
     void showReplayVerdict(QuestionCard* card, const kev::CardResult& solo);
     void endRun();
+    // Remote cards: one RemoteRun per connection, streaming into the cards.
+    void startRemote(const QString& connection, const QVector<QuestionCard*>& cards, const QVector<CardSettings>& sent,
+                     const BoardInputs& board);
+    void onRemoteCardDone(int group, int card);
+    void maybeEnd();
+    bool replayRemote(QuestionCard* card, const CardAnswer& packed);
 
     EngineHost* engine_;
     BoardDocument* doc_;
@@ -92,6 +110,19 @@ private:
     QVector<CardSettings> sent_;
     BoardInputs sentBoard_;
     QVector<CardAnswer> previous_;
+    bool localRunning_ = false;   // the local engine runs this controller's pack
+    bool starting_ = false;       // runAll is starting the runs: none may end the whole run yet
+    bool ending_ = false;         // every card is done; the run ends from the event loop
+    struct RemoteGroup {
+        QString connection;
+        std::unique_ptr<kevremote::RemoteRun> run;
+        QVector<QPointer<QuestionCard>> cards;
+        QVector<CardSettings> sent;
+        BoardInputs board;
+        bool done = false;
+    };
+    std::vector<RemoteGroup> remote_;
+    const kevremote::ConnectionStore* connections_ = nullptr;
     bool problemsShown_ = false;  // the window says "Nothing ran: N card(s) need attention"
     BoardInputs board_;  // the toolbar's LoRA choice and adapter
 };

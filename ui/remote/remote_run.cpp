@@ -143,7 +143,7 @@ void RemoteRun::onData(int card) {
             c.outcome.finish_reason = chunk.finish_reason;
             c.done = true;
         }
-        if (chunk.completion_tokens) c.outcome.tokens = *chunk.completion_tokens;
+        if (chunk.completion_tokens) c.server_tokens = *chunk.completion_tokens;
         for (auto& t : chunk.logprobs) c.outcome.logprobs.push_back(std::move(t));
         if (!chunk.text.isEmpty()) {
             const double now = static_cast<double>(c.clock.nsecsElapsed()) * 1e-9;
@@ -151,6 +151,10 @@ void RemoteRun::onData(int card) {
             c.last_token_s = now;
             ++c.chunks_with_text;
             c.outcome.text += chunk.text;
+            // Live figures (close() settles them on the server's count where it sent one).
+            c.outcome.tokens = c.chunks_with_text;
+            c.outcome.time_to_first_token_s = c.first_token_s;
+            if (now > c.first_token_s) c.outcome.tokens_per_s = (c.chunks_with_text - 1) / (now - c.first_token_s);
             Q_EMIT textArrived(card, chunk.text);
             if (c.closed) return;  // a slot stopped it
         }
@@ -200,7 +204,7 @@ void RemoteRun::close(int card, CardState state) {
     CardOutcome& o = c.outcome;
     o.state = state;
     o.total_s = c.clock.isValid() ? static_cast<double>(c.clock.nsecsElapsed()) * 1e-9 : 0.0;
-    if (o.tokens == 0) o.tokens = c.chunks_with_text;
+    o.tokens = c.server_tokens > 0 ? c.server_tokens : c.chunks_with_text;
     if (c.first_token_s >= 0.0) {
         o.time_to_first_token_s = c.first_token_s;
         const double span = c.last_token_s - c.first_token_s;

@@ -43,7 +43,7 @@ struct CardOutcome {
     QString text;
     QString finish_reason;     // the server's ("stop", "length", ...)
     QString error;             // why it failed, with the server's message where it sent one
-    int tokens = 0;            // the server's count when it sent one, else the chunks with text
+    int tokens = 0;            // the chunks with text so far; at the end the server's count where it sent one
     double time_to_first_token_s = 0.0;  // measured by Kev, from sending the request
     double tokens_per_s = 0.0;           // measured by Kev: tokens after the first / time since it
     double total_s = 0.0;
@@ -81,6 +81,7 @@ private:
         double first_token_s = -1.0;
         double last_token_s = 0.0;
         int chunks_with_text = 0;
+        int server_tokens = 0;    // "usage.completion_tokens", where the server sent it
         bool done = false;        // [DONE] or a finish_reason came
         bool closed = false;      // cardFinished emitted
         QByteArray error_body;    // what a failing answer said (HTTP >= 400)

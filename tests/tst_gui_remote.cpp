@@ -1,0 +1,164 @@
+// The window with server connections: a saved connection (through the dialog, key in a
+// user-only file, never in the workspace), a mixed board (two local cards in one pack,
+// two cards on a real llama.cpp server) with all four answers, Stop closing the remote
+// requests, a server gone (that card fails with the reason; the local card and the
+// question text stay), and a card naming a connection this machine lacks.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFile>
+#include <QLineEdit>
+#include <QSignalSpy>
+#include <QtTest>
+
+#include <memory>
+
+#include "connection_dialog.h"
+#include "connections.h"
+#include "kev_test_env.h"
+#include "llama_server.h"
+#include "main_window.h"
+#include "question_card.h"
+
+namespace {
+
+kevui::CardSettings settings(const QString& question, double temperature, int maxNewTokens, const QString& engine = {}) {
+    kevui::CardSettings s;
+    s.question = question;
+    s.temperature = temperature;
+    s.maxNewTokens = maxNewTokens;
+    s.seed = 7;
+    s.engine = engine;
+    return s;
+}
+
+void setBoard(kevui::MainWindow& w, const QVector<kevui::CardSettings>& cards) {
+    while (w.cards().size() > cards.size()) w.removeCard(w.cards().last());
+    while (w.cards().size() < cards.size()) w.addCard();
+    for (int i = 0; i < cards.size(); ++i) w.cards()[i]->setSettings(cards[i]);
+}
+
+}  // namespace
+
+class TestGuiRemote : public QObject {
+    Q_OBJECT
+    std::unique_ptr<kevui::MainWindow> w_;
+    kevtest::LlamaServer server_;
+    QString configDir_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        const QString ws = kevtest::workDir() + QStringLiteral("/remote-workspace.json");
+        QFile::remove(ws);
+        qputenv("KEV_WORKSPACE", ws.toUtf8());
+        configDir_ = kevtest::workDir(QStringLiteral("remote-config"));
+        QFile::remove(configDir_ + "/connections.json");
+        QFile::remove(configDir_ + "/keys.json");
+        qputenv("KEV_CONFIG_DIR", configDir_.toUtf8());
+        const QString why = server_.start({"--api-key", "secret-key"});
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        w_ = std::make_unique<kevui::MainWindow>(kevtest::builtinModel());
+        QSignalSpy ready(w_.get(), &kevui::MainWindow::modelReady);
+        w_->show();
+        QVERIFY(QTest::qWaitForWindowExposed(w_.get()));
+        QVERIFY2(ready.wait(180000), qPrintable(w_->modelStatus()));
+    }
+
+    void cleanupTestCase() { w_.reset(); }
+
+    void aConnectionIsSavedWithItsKeyApart() {
+        kevui::ConnectionDialog* d = w_->openConnections();
+        d->findChild<QComboBox*>("connectionName")->setCurrentText("llama");
+        d->findChild<QLineEdit*>("connectionUrl")->setText("http://10.9.8.7:8080/v1");
+        d->findChild<QLineEdit*>("connectionKey")->setText("secret-key");
+        d->findChild<QComboBox*>("connectionModel")->setCurrentText("smollm2");
+        QVERIFY(!d->saveCurrent());  // plain http to another machine
+        QVERIFY(d->statusText().contains("unencrypted"));
+        d->findChild<QLineEdit*>("connectionUrl")->setText(server_.url().toString());
+        d->fetchModels();  // the server's /v1/models, with the key
+        QTRY_VERIFY_WITH_TIMEOUT(d->statusText().contains("model(s) on the server"), 30000);
+        QVERIFY(!d->findChild<QComboBox*>("connectionModel")->currentText().isEmpty());
+        QVERIFY(d->saveCurrent());
+        d->close();
+        QFile connections(configDir_ + "/connections.json"), keys(configDir_ + "/keys.json");
+        QVERIFY(connections.open(QIODevice::ReadOnly) && keys.open(QIODevice::ReadOnly));
+        QVERIFY(!connections.readAll().contains("secret-key"));
+        QVERIFY(keys.readAll().contains("secret-key"));
+        QCOMPARE(keys.permissions() & (QFileDevice::ReadGroup | QFileDevice::ReadOther | QFileDevice::WriteGroup |
+                                        QFileDevice::WriteOther),
+                 QFileDevice::Permissions());
+        // Every card can now pick it.
+        w_->addCard();
+        QVERIFY(w_->cards().last()->findChild<QComboBox*>("cardEngineCombo")->findData("llama") >= 0);
+    }
+
+    void aMixedBoardAnswersEveryCard() {
+        kevui::MainWindow& w = *w_;
+        setBoard(w, {settings("What is the capital of France?", 0.0, 16), settings("Name three colours.", 0.8, 16),
+                     settings("What is 2+2?", 0.0, 16, "llama"), settings("Say hello in French.", 1.0, 16, "llama")});
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(w.isRunning());
+        QVERIFY(done.wait(120000));
+        for (int i = 0; i < 4; ++i) {
+            const kevui::CardAnswer& a = w.cards()[i]->answer();
+            QVERIFY2(!a.text.isEmpty(), qPrintable(w.cards()[i]->messageText()));
+            QVERIFY(a.generatedTokens > 0 && a.generatedTokens <= 16);
+            QVERIFY(a.timeToFirstTokenS > 0.0);
+            QCOMPARE(a.ranWithModel.contains("llama: "), i >= 2);  // the server's cards say where they ran
+        }
+        // The engine choice is part of the card, saved with the workspace.
+        const kevui::Workspace ws = w.workspace();
+        QCOMPARE(ws.cards[2].settings.engine, QStringLiteral("llama"));
+        QVERIFY(ws.cards[0].settings.engine.isEmpty());
+        QVERIFY(!kevui::toJson(ws, kevui::WithAnswers::Yes).contains("secret-key"));
+        // Replay on a server's card sends it again alone and says whether the text is the same.
+        kevui::QuestionCard* remote = w.cards()[2];
+        const QString before = remote->answer().text;
+        QVERIFY(w.replayCard(remote));
+        QVERIFY(w.isRunning());
+        QVERIFY(done.wait(120000));
+        QVERIFY2(remote->messageText().startsWith("Alone on llama"), qPrintable(remote->messageText()));
+        QCOMPARE(remote->answer().text, before);  // the board's answer stays; the verdict is a message
+        qInfo("%s", qPrintable(remote->messageText()));
+    }
+
+    void stopClosesTheRemoteRequests() {
+        kevui::MainWindow& w = *w_;
+        setBoard(w, {settings("Tell a long story about a dragon.", 0.8, 400, "llama"),
+                     settings("Tell a long story about a ship.", 0.8, 400, "llama")});
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QTRY_VERIFY_WITH_TIMEOUT(!w.cards()[0]->answer().text.isEmpty(), 60000);
+        w.stop();
+        QVERIFY(done.wait(30000));
+        for (int i = 0; i < 2; ++i) {
+            QCOMPARE(w.cards()[i]->answer().finish, QStringLiteral("cancelled"));
+            QVERIFY(w.cards()[i]->answer().generatedTokens < 400);
+        }
+    }
+
+    void aMissingConnectionIsNamed() {
+        kevui::MainWindow& w = *w_;
+        setBoard(w, {settings("Hi", 0.0, 4, "elsewhere")});
+        QVERIFY(!w.runAll());
+        QVERIFY(w.cards()[0]->messageText().contains("'elsewhere' is not a saved connection"));
+        QCOMPARE(w.cards()[0]->settings().engine, QStringLiteral("elsewhere"));  // the choice is kept, not dropped
+    }
+
+    void aServerGoneFailsOnlyItsCards() {
+        kevui::MainWindow& w = *w_;
+        server_.kill();
+        setBoard(w, {settings("What is the capital of Spain?", 0.0, 12), settings("Why is the sky blue?", 0.0, 12, "llama")});
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(120000));
+        QVERIFY(!w.cards()[0]->answer().text.isEmpty());
+        QCOMPARE(w.cards()[1]->answer().finish, QStringLiteral("failed"));
+        QVERIFY2(w.cards()[1]->messageText().contains("127.0.0.1"), qPrintable(w.cards()[1]->messageText()));
+        QCOMPARE(w.cards()[1]->settings().question, QStringLiteral("Why is the sky blue?"));
+    }
+};
+
+QTEST_MAIN(TestGuiRemote)
+#include "tst_gui_remote.moc"
