@@ -14,6 +14,7 @@
 
 #include "connection_dialog.h"
 #include "connections.h"
+#include "gauge_panel.h"
 #include "kev_test_env.h"
 #include "llama_server.h"
 #include "main_window.h"
@@ -55,7 +56,7 @@ private Q_SLOTS:
         QFile::remove(configDir_ + "/connections.json");
         QFile::remove(configDir_ + "/keys.json");
         qputenv("KEV_CONFIG_DIR", configDir_.toUtf8());
-        const QString why = server_.start({"--api-key", "secret-key"});
+        const QString why = server_.start({"--api-key", "secret-key", "--metrics"});
         QVERIFY2(why.isEmpty(), qPrintable(why));
         w_ = std::make_unique<kevui::MainWindow>(kevtest::builtinModel());
         QSignalSpy ready(w_.get(), &kevui::MainWindow::modelReady);
@@ -107,6 +108,10 @@ private Q_SLOTS:
             QVERIFY(a.timeToFirstTokenS > 0.0);
             QCOMPARE(a.ranWithModel.contains("llama: "), i >= 2);  // the server's cards say where they ran
         }
+        // Kev's own figures and the server's, each said to be what it is.
+        QVERIFY(w.gauges()->text().contains("measured by Kev"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.gauges()->text().contains("Server llama, as it reports:"), 10000);
+        QVERIFY2(w.gauges()->text().contains("running"), qPrintable(w.gauges()->text()));
         // The engine choice is part of the card, saved with the workspace.
         const kevui::Workspace ws = w.workspace();
         QCOMPARE(ws.cards[2].settings.engine, QStringLiteral("llama"));

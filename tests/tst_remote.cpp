@@ -22,6 +22,7 @@
 #include "connections.h"
 #include "openai_wire.h"
 #include "remote_run.h"
+#include "server_metrics.h"
 #include "sse.h"
 
 using namespace kevremote;
@@ -170,6 +171,33 @@ private Q_SLOTS:
         QVERIFY(finish(run, 1000));
         QCOMPARE(run.outcome(1).state, CardState::Failed);
         QVERIFY(run.outcome(1).error.contains("unencrypted"));
+    }
+
+    void serverMetricsAreRead() {
+        // llama.cpp's server (--metrics) as this build writes it, and vLLM's labelled samples.
+        const QByteArray llama = "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed\n"
+                                 "# TYPE llamacpp:prompt_tokens_total counter\n"
+                                 "llamacpp:prompt_tokens_cached_total 1640\n"
+                                 "llamacpp:predicted_tokens_seconds 24.5489\n"
+                                 "llamacpp:requests_processing 2\n"
+                                 "llamacpp:requests_deferred 0\n";
+        const kevremote::ServerFigures l = kevremote::summarize(kevremote::parse_prometheus(llama));
+        QCOMPARE(*l.running, 2.0);
+        QCOMPARE(*l.waiting, 0.0);
+        QCOMPARE(*l.cached_prompt_tokens, 1640.0);
+        QVERIFY(!l.kv_usage);
+        QCOMPARE(l.describe(), QStringLiteral("2 running, 0 waiting, 24.5 tok/s generation, 1640 prompt tokens reused from its cache"));
+        const QByteArray vllm = "vllm:num_requests_running{model_name=\"m a\",engine=\"0\"} 3\n"
+                                "vllm:num_requests_running{model_name=\"m a\",engine=\"1\"} 1\n"
+                                "vllm:num_requests_waiting{model_name=\"m\"} 5.0\n"
+                                "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.125 1712345678\n"
+                                "garbage line\nvllm:broken{ 1\n";
+        const kevremote::ServerFigures v = kevremote::summarize(kevremote::parse_prometheus(vllm));
+        QCOMPARE(*v.running, 4.0);  // summed over engines
+        QCOMPARE(*v.waiting, 5.0);
+        QCOMPARE(*v.kv_usage, 0.125);
+        QVERIFY(v.describe().contains("KV cache 13%"));
+        QVERIFY(!kevremote::summarize(kevremote::parse_prometheus("<html>nope</html>")).any());
     }
 
     void connectionsKeepKeysApart() {

@@ -94,7 +94,10 @@ GaugePanel::GaugePanel(QWidget* parent) : QWidget(parent) {
     perCard_ = new QLabel(this);
     perCard_->setObjectName(QStringLiteral("perCardGauge"));
     perCard_->setTextFormat(Qt::RichText);
-    for (QLabel* l : {memory_, model_, precisionNote_, aggregate_, perCard_}) labels->addWidget(l);
+    servers_ = new QLabel(this);
+    servers_->setObjectName(QStringLiteral("serverGauge"));
+    servers_->setWordWrap(true);
+    for (QLabel* l : {memory_, model_, precisionNote_, aggregate_, perCard_, servers_}) labels->addWidget(l);
     labels->addStretch(1);
     layout->addLayout(labels, 1);
     plot_ = new RatePlot(this);
@@ -177,6 +180,17 @@ void GaugePanel::startRun() {
     cardRates_.clear();
     aggregate_->setText(QStringLiteral("Aggregate: – tok/s"));
     perCard_->clear();
+    serverLines_.clear();
+    servers_->clear();
+}
+
+void GaugePanel::setServerFigures(const QString& connection, const QString& text) {
+    auto it = std::find_if(serverLines_.begin(), serverLines_.end(), [&](const auto& e) { return e.first == connection; });
+    if (it != serverLines_.end()) serverLines_.erase(it);
+    if (!text.isEmpty()) serverLines_.push_back({connection, text});
+    QStringList lines;
+    for (const auto& [name, figures] : serverLines_) lines << QStringLiteral("Server %1, as it reports: %2").arg(name, figures);
+    servers_->setText(lines.join(QLatin1Char('\n')));
 }
 
 void GaugePanel::addStep(double aggregateTokensPerS, const QVector<QPair<int, double>>& perCard) {
@@ -197,11 +211,12 @@ void GaugePanel::addStep(double aggregateTokensPerS, const QVector<QPair<int, do
                      .arg(card + 1)
                      .arg(rate, 0, 'f', 1);
     }
-    perCard_->setText(QStringLiteral("Per card tok/s: ") + parts.join(QStringLiteral(" · ")));
+    perCard_->setText(QStringLiteral("Per card tok/s (measured by Kev): ") + parts.join(QStringLiteral(" · ")));
 }
 
 QString GaugePanel::text() const {
-    return QStringList{memory_->text(), model_->text(), precisionNote_->text(), aggregate_->text(), perCard_->text()}
+    return QStringList{memory_->text(), model_->text(), precisionNote_->text(), aggregate_->text(), perCard_->text(),
+                       servers_->text()}
         .join(QLatin1Char('\n'));
 }
 

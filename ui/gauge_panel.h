@@ -45,6 +45,9 @@ public:
     void setDeviceIsCuda(bool cuda);
     // What another precision would hold instead ("fp32 ~540 MB (+405 MB) · ...").
     void setPrecisionNote(const QString& note);
+    // A server's own figures (from its /metrics) for the cards on `connection`, shown as
+    // reported by the server; empty text removes the line.
+    void setServerFigures(const QString& connection, const QString& text);
 
     QString text() const;  // every gauge as text (tests, accessibility)
     RatePlot* plot() const { return plot_; }
@@ -55,6 +58,8 @@ private:
     QLabel* precisionNote_ = nullptr;
     QLabel* aggregate_ = nullptr;
     QLabel* perCard_ = nullptr;
+    QLabel* servers_ = nullptr;
+    QVector<QPair<QString, QString>> serverLines_;  // connection -> its figures
     RatePlot* plot_ = nullptr;
     QTimer* memoryTimer_ = nullptr;
     QVector<QPair<int, double>> cardRates_;

@@ -1,6 +1,7 @@
 #include "run_controller.h"
 
 #include <QHash>
+#include <QTimer>
 
 #include <algorithm>
 
@@ -16,6 +17,7 @@
 #include "token_view.h"
 #include "connections.h"
 #include "remote_run.h"
+#include "server_metrics.h"
 
 namespace kevui {
 
@@ -211,9 +213,19 @@ void RunController::startRemote(const QString& connection, const QVector<Questio
         const kevremote::CardOutcome& o = grp.run->outcome(i);
         doc_->appendAnswer(card->number(), delta);
         doc_->setProgress(card->number(), o.tokens, o.tokens_per_s, o.time_to_first_token_s);
+        if (o.tokens > 2) gauges_->addStep(0.0, {{card->number() - 1, o.tokens_per_s}});
         Q_EMIT answersChanged();
     });
     connect(g.run.get(), &kevremote::RemoteRun::cardFinished, this, [this, group](int i) { onRemoteCardDone(group, i); });
+    // The server's own figures, polled while its cards run (and once more at the end).
+    g.poller = new kevremote::MetricsPoller(c, 1000, this);
+    connect(g.poller, &kevremote::MetricsPoller::figures, this, [this, connection](const kevremote::ServerFigures& f) {
+        gauges_->setServerFigures(connection, f.describe());
+    });
+    connect(g.poller, &kevremote::MetricsPoller::unavailable, this, [this, connection](const QString& why) {
+        gauges_->setServerFigures(connection, QStringLiteral("nothing (%1)").arg(why));
+    });
+    g.poller->start();
     remote_.push_back(std::move(g));
     remote_.back().run->start();
 }
@@ -266,7 +278,14 @@ void RunController::maybeEnd() {
     ending_ = true;
     QMetaObject::invokeMethod(this, [this] {
         ending_ = false;
-        for (RemoteGroup& g : remote_) g.run.release()->deleteLater();
+        for (RemoteGroup& g : remote_) {
+            g.run.release()->deleteLater();
+            if (g.poller) {
+                g.poller->stop();
+                g.poller->pollNow();  // the figures as the run ended
+                QTimer::singleShot(10000, g.poller, &QObject::deleteLater);
+            }
+        }
         remote_.clear();
         endRun();
     }, Qt::QueuedConnection);

@@ -17,6 +17,7 @@
 
 namespace kevremote {
 class ConnectionStore;
+class MetricsPoller;
 class RemoteRun;
 }  // namespace kevremote
 
@@ -119,6 +120,7 @@ private:
         QVector<QPointer<QuestionCard>> cards;
         QVector<CardSettings> sent;
         BoardInputs board;
+        QPointer<kevremote::MetricsPoller> poller;  // its server's /metrics
         bool done = false;
     };
     std::vector<RemoteGroup> remote_;
