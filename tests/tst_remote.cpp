@@ -397,6 +397,48 @@ private Q_SLOTS:
         QVERIFY2(refused.outcome(0).error.contains("refused"), qPrintable(refused.outcome(0).error));
     }
 
+    void tlsCertificatesAreChecked() {
+        // A real HTTPS server (Python's http.server over ssl) with a self-signed
+        // certificate: the handshake happens, the certificate is not trusted, the card
+        // fails saying so, and no request is sent in the clear.
+        const quint16 port = freePort();
+        const QString tls = kevtest::testDataDir() + "/tls";
+        QProcess web;
+        web.setProcessChannelMode(QProcess::MergedChannels);
+        web.start(kevtest::python(),
+                  {"-c",
+                   "import http.server, ssl, sys\n"
+                   "ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+                   "ctx.load_cert_chain(sys.argv[2], sys.argv[3])\n"
+                   "srv = http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), http.server.SimpleHTTPRequestHandler)\n"
+                   "srv.socket = ctx.wrap_socket(srv.socket, server_side=True)\n"
+                   "srv.serve_forever()\n",
+                   QString::number(port), tls + "/cert.pem", tls + "/key.pem"});
+        QVERIFY(web.waitForStarted(30000));
+        QElapsedTimer clock;
+        clock.start();
+        bool listening = false;
+        while (!listening && clock.elapsed() < 30000) {
+            QTcpSocket probe;
+            probe.connectToHost(QHostAddress::LocalHost, port);
+            listening = probe.waitForConnected(500);
+            if (!listening) QTest::qWait(100);
+        }
+        QVERIFY2(listening, web.readAll().constData());
+        Connection c;
+        c.base = QUrl(QStringLiteral("https://127.0.0.1:%1/v1").arg(port));
+        c.model = "m";
+        c.timeout_ms = 20000;
+        RemoteRun run(c, {card("Hi", 0.0, std::nullopt, 4)});
+        QVERIFY(finish(run, 30000));
+        web.kill();
+        web.waitForFinished();
+        QCOMPARE(run.outcome(0).state, CardState::Failed);
+        QVERIFY2(run.outcome(0).error.contains("TLS") && run.outcome(0).error.contains("certificate", Qt::CaseInsensitive),
+                 qPrintable(run.outcome(0).error));
+        qInfo("%s", qPrintable(run.outcome(0).error));
+    }
+
     void kevCliAnswersThroughTheServer() {
         LlamaServer server;
         const QString why = server.start({"--api-key", "cli-key"});
