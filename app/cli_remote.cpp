@@ -23,9 +23,7 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 // The server's only model, when --server-model is not given; the problem otherwise.
 QString pick_model(kevremote::Connection& c) {
     QNetworkAccessManager network;
-    QNetworkRequest request(kevremote::api_url(c, QStringLiteral("models")));
-    if (!c.api_key.isEmpty()) request.setRawHeader("Authorization", "Bearer " + c.api_key.toUtf8());
-    request.setTransferTimeout(c.timeout_ms);
+    const QNetworkRequest request = kevremote::get_request(c, kevremote::api_url(c, QStringLiteral("models")), c.timeout_ms);
     QNetworkReply* reply = network.get(request);
     QEventLoop loop;
     QObject::connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);

@@ -143,9 +143,8 @@ void ConnectionDialog::fetchModels() {
     c.base = QUrl(url_->text().trimmed());
     c.insecure = insecure_->isChecked();
     if (const QString problem = kevremote::connection_problem(c); !problem.isEmpty()) return say(problem, true);
-    QNetworkRequest request(kevremote::api_url(c, QStringLiteral("models")));
-    if (!key_->text().isEmpty()) request.setRawHeader("Authorization", "Bearer " + key_->text().toUtf8());
-    request.setTransferTimeout(timeout_->value() * 1000);
+    c.api_key = key_->text();
+    const QNetworkRequest request = kevremote::get_request(c, kevremote::api_url(c, QStringLiteral("models")), timeout_->value() * 1000);
     say(QStringLiteral("Asking %1 for its models…").arg(c.base.host()), false);
     QNetworkReply* reply = network_->get(request);
     connect(reply, &QNetworkReply::finished, this, [this, reply] {

@@ -33,13 +33,38 @@ QString connection_problem(const Connection& c) {
     return {};
 }
 
+namespace {
+
+// The base URL's path without trailing slashes or its /v1.
+QString server_root(const Connection& c) {
+    QString p = c.base.path();
+    while (p.endsWith(QLatin1Char('/'))) p.chop(1);
+    if (p.endsWith(QLatin1String("/v1"))) p.chop(3);
+    return p;
+}
+
+const QString kNotAnApi =
+    QStringLiteral("an HTML page answered, not an OpenAI-compatible API (is the base URL right? it usually ends in /v1)");
+
+}  // namespace
+
 QUrl api_url(const Connection& c, const QString& path) {
     QUrl u = c.base;
-    QString p = u.path();
-    while (p.endsWith(QLatin1Char('/'))) p.chop(1);
-    if (!p.endsWith(QLatin1String("/v1"))) p += QStringLiteral("/v1");
-    u.setPath(p + QLatin1Char('/') + path);
+    u.setPath(server_root(c) + QStringLiteral("/v1/") + path);
     return u;
+}
+
+QUrl root_url(const Connection& c, const QString& path) {
+    QUrl u = c.base;
+    u.setPath(server_root(c) + QLatin1Char('/') + path);
+    return u;
+}
+
+QNetworkRequest get_request(const Connection& c, const QUrl& url, int timeout_ms) {
+    QNetworkRequest request(url);
+    if (!c.api_key.isEmpty()) request.setRawHeader("Authorization", "Bearer " + c.api_key.toUtf8());
+    request.setTransferTimeout(timeout_ms);
+    return request;
 }
 
 RemoteRun::RemoteRun(Connection connection, QVector<RemoteCard> cards, QObject* parent)
@@ -92,16 +117,20 @@ void RemoteRun::stopAll() {
     for (int i = 0; i < size(); ++i) stop(i);
 }
 
+QString RemoteRun::endpointText() const {
+    return api_url(connection_, endpoint(connection_.api)).toString(QUrl::RemoveUserInfo | QUrl::RemoveQuery);
+}
+
 QString RemoteRun::httpProblem(const Card& c) const {
     const int status = c.http->status();
     const QByteArray type = c.http->header("content-type");
-    const QString where = api_url(connection_, endpoint(connection_.api)).toString(QUrl::RemoveUserInfo | QUrl::RemoveQuery);
+    const QString where = endpointText();
     const QString server = error_message(c.error_body);
     const bool html = type.contains("html") || c.error_body.trimmed().startsWith('<');
     QString m = QStringLiteral("HTTP %1 from %2").arg(status).arg(where);
     if (status == 401 || status == 403) m += QStringLiteral(": the server refused the API key");
     if (!server.isEmpty()) m += QStringLiteral(": ") + server;
-    else if (html) m += QStringLiteral(": an HTML page answered, not an OpenAI-compatible API (is the base URL right? it usually ends in /v1)");
+    else if (html) m += QStringLiteral(": ") + kNotAnApi;
     return m;
 }
 
@@ -122,9 +151,9 @@ void RemoteRun::onData(int card) {
         if (!type.contains("json")) {
             const bool html = type.contains("html") || c.error_body.trimmed().startsWith('<');
             fail(card, QStringLiteral("%1 answered with %2, not an event stream: %3")
-                           .arg(api_url(connection_, endpoint(connection_.api)).toString(QUrl::RemoveUserInfo | QUrl::RemoveQuery),
+                           .arg(endpointText(),
                                 type.isEmpty() ? QStringLiteral("no content type") : QString::fromLatin1(type),
-                                html ? QStringLiteral("an HTML page, not an OpenAI-compatible API (is the base URL right? it usually ends in /v1)")
+                                html ? kNotAnApi
                                      : QString::fromUtf8(c.error_body.left(120).simplified())));
         }
         return;

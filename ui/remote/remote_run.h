@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QElapsedTimer>
+#include <QNetworkRequest>
 #include <QObject>
 #include <QString>
 #include <QUrl>
@@ -35,6 +36,11 @@ QString connection_problem(const Connection& c);
 
 // The URL of `path` ("chat/completions", "models") below the connection's base.
 QUrl api_url(const Connection& c, const QString& path);
+// The URL of `path` at the server's root, beside /v1 ("metrics").
+QUrl root_url(const Connection& c, const QString& path);
+// A GET of `url` as this connection sends it: its key as a bearer token, an idle timeout.
+// (The model list and /metrics; completions stream through HttpStream.)
+QNetworkRequest get_request(const Connection& c, const QUrl& url, int timeout_ms);
 
 enum class CardState { Waiting, Streaming, Finished, Failed, Stopped };
 
@@ -92,6 +98,7 @@ private:
     void fail(int card, const QString& message);
     void close(int card, CardState state);
     QString httpProblem(const Card& c) const;
+    QString endpointText() const;  // the completions URL, for messages
 
     Connection connection_;
     std::vector<Card> cards_;

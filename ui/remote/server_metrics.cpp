@@ -77,14 +77,7 @@ void MetricsPoller::stop() { timer_.stop(); }
 void MetricsPoller::pollNow() {
     if (inFlight_ || saidUnavailable_) return;
     // /metrics sits beside /v1, at the server's root.
-    QUrl url = connection_.base;
-    QString path = url.path();
-    while (path.endsWith(QLatin1Char('/'))) path.chop(1);
-    if (path.endsWith(QLatin1String("/v1"))) path.chop(3);
-    url.setPath(path + QStringLiteral("/metrics"));
-    QNetworkRequest request(url);
-    if (!connection_.api_key.isEmpty()) request.setRawHeader("Authorization", "Bearer " + connection_.api_key.toUtf8());
-    request.setTransferTimeout(5000);
+    const QNetworkRequest request = get_request(connection_, root_url(connection_, QStringLiteral("metrics")), 5000);
     inFlight_ = true;
     QNetworkReply* reply = network_->get(request);
     connect(reply, &QNetworkReply::finished, this, [this, reply] {
