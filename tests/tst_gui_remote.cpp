@@ -19,6 +19,7 @@
 #include "llama_server.h"
 #include "main_window.h"
 #include "question_card.h"
+#include "remote_run.h"
 
 namespace {
 
@@ -149,6 +150,65 @@ private Q_SLOTS:
         QVERIFY(!w.runAll());
         QVERIFY(w.cards()[0]->messageText().contains("'elsewhere' is not a saved connection"));
         QCOMPARE(w.cards()[0]->settings().engine, QStringLiteral("elsewhere"));  // the choice is kept, not dropped
+    }
+
+    void aConnectionCanSendPlainCompletions() {
+        // The dialog's API choice, saved with the connection and read back by a fresh store.
+        kevui::ConnectionDialog* d = w_->openConnections();
+        auto* name = d->findChild<QComboBox*>("connectionName");
+        auto* api = d->findChild<QComboBox*>("connectionApi");
+        QVERIFY(api);
+        name->setCurrentText("plain");
+        d->findChild<QLineEdit*>("connectionUrl")->setText(server_.url().toString());
+        d->findChild<QLineEdit*>("connectionKey")->setText("secret-key");
+        d->findChild<QComboBox*>("connectionModel")->setCurrentText("builtin");
+        QCOMPARE(api->currentData().toInt(), int(kevremote::Api::Chat));  // the default
+        api->setCurrentIndex(api->findData(int(kevremote::Api::Completions)));
+        QVERIFY(api->currentText().contains("/v1/completions"));
+        QVERIFY2(d->saveCurrent(), qPrintable(d->statusText()));
+        kevremote::ConnectionStore store(configDir_);
+        QString error;
+        QVERIFY2(store.load(&error), qPrintable(error));
+        const auto plain = store.resolve("plain");
+        QVERIFY(plain);
+        QCOMPARE(plain->api, kevremote::Api::Completions);
+        QCOMPARE(store.resolve("llama")->api, kevremote::Api::Chat);  // the other connection keeps its own
+        // Switching between connections shows each one's choice.
+        name->setCurrentText("llama");
+        QCOMPARE(api->currentData().toInt(), int(kevremote::Api::Chat));
+        name->setCurrentText("plain");
+        QCOMPARE(api->currentData().toInt(), int(kevremote::Api::Completions));
+        d->close();
+        // A card on it runs through /v1/completions: its greedy answer is the one the server
+        // gives that endpoint for the bare question, not the chat endpoint's.
+        kevui::MainWindow& w = *w_;
+        setBoard(w, {settings("The capital of France is", 0.0, 12, "plain")});
+        const kevui::Workspace ws = w.workspace();
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(60000));
+        const QString answer = w.cards()[0]->answer().text;
+        QVERIFY2(!answer.isEmpty(), qPrintable(w.cards()[0]->messageText()));
+        auto direct = [&](kevremote::Api which) {
+            kevremote::Connection c = *plain;
+            c.api = which;
+            kevremote::RemoteCard r;
+            r.question = "The capital of France is";
+            r.system = ws.system;
+            r.shared_context = ws.sharedContext;
+            r.sampling.temperature = 0.0;
+            r.sampling.seed = 7;
+            r.sampling.max_tokens = 12;
+            kevremote::RemoteRun run(c, {r});
+            QSignalSpy all(&run, &kevremote::RemoteRun::allFinished);
+            run.start();
+            if (!run.finished()) all.wait(60000);
+            return run.outcome(0).text;
+        };
+        const QString completions = direct(kevremote::Api::Completions), chat = direct(kevremote::Api::Chat);
+        QVERIFY2(completions != chat, qPrintable(chat));  // else this check could not tell them apart
+        QCOMPARE(answer, completions);
+        qInfo("plain completions: '%s'; chat: '%s'", qPrintable(completions), qPrintable(chat));
     }
 
     void aServerGoneFailsOnlyItsCards() {

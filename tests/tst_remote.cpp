@@ -200,6 +200,66 @@ private Q_SLOTS:
         QVERIFY(!kevremote::summarize(kevremote::parse_prometheus("<html>nope</html>")).any());
     }
 
+    void slotListsAreRead() {
+        // llama.cpp's /slots as this build writes it: slot 2 generating, slot 3 idle after
+        // a task (its last task's fields stay), 0 and 1 never used.
+        const QByteArray now = R"([{"id":0,"n_ctx":1024,"speculative":false,"is_processing":false},
+            {"id":1,"n_ctx":1024,"speculative":false,"is_processing":false},
+            {"id":2,"n_ctx":1024,"speculative":false,"is_processing":true,"id_task":34,"n_prompt_tokens":160,
+             "params":{"seed":4294967295,"temperature":0.8,"samplers":["top_k","temperature"],"lora":[]},
+             "next_token":[{"has_next_token":true,"has_new_line":false,"n_remain":748,"n_decoded":152}]},
+            {"id":3,"n_ctx":1024,"speculative":false,"is_processing":false,"id_task":1,
+             "next_token":[{"has_next_token":false,"has_new_line":false,"n_remain":-1,"n_decoded":300}]}])";
+        const auto s = kevremote::parse_slots(now);
+        QVERIFY(s);
+        QCOMPARE(s->total, 4);
+        QCOMPARE(s->busy, 1);
+        QCOMPARE(*s->context_per_slot, qint64(1024));
+        QCOMPARE(s->decoded_by_busy, qint64(152));  // the idle slot's 300 are not counted
+        kevremote::ServerFigures f;
+        f.slots = s;
+        QVERIFY(f.any());
+        QCOMPARE(f.describe(), QStringLiteral("slots 1 of 4 busy (152 tokens generated in them), 1024 context tokens a slot"));
+        // Older servers: "state" (0 idle) and "next_token" as one object.
+        const auto old = kevremote::parse_slots(R"([{"id":0,"n_ctx":512,"state":1,"next_token":{"n_decoded":7}},
+                                                    {"id":1,"n_ctx":512,"state":0,"next_token":{"n_decoded":9}}])");
+        QVERIFY(old);
+        QCOMPARE(old->busy, 1);
+        QCOMPARE(old->decoded_by_busy, qint64(7));
+        // Not a slot list: nothing, never a crash.
+        for (const QByteArray& notSlots :
+             {QByteArray(), QByteArray("<html>Not Found</html>"), QByteArray(R"({"id":0,"n_ctx":1024})"), QByteArray("[]"),
+              QByteArray("[1,2,3]"), QByteArray(R"([{"id":0},"slot"])"), QByteArray(R"([{"id":0,"n_ctx":10)"),
+              QByteArray(R"({"error":{"code":501,"message":"This server does not support slots endpoint."}})"),
+              QByteArray(200000, '[') + QByteArray(200000, ']')})
+            QVERIFY2(!kevremote::parse_slots(notSlots), notSlots.left(60).constData());
+        // Over 4 MiB: not read, however well formed.
+        QByteArray huge = "[";
+        const QByteArray one = R"({"id":0,"n_ctx":1024,"is_processing":true,"next_token":[{"n_decoded":1}]},)";
+        while (huge.size() <= 4 * 1024 * 1024) huge += one;
+        huge.chop(1);
+        huge += "]";
+        QVERIFY(!kevremote::parse_slots(huge));
+        QCOMPARE(kevremote::parse_slots("[" + one.repeated(1000).chopped(1) + "]")->decoded_by_busy, qint64(1000));  // smaller, it is read
+        // Fields of the wrong type or out of range are skipped; the slots still count.
+        const auto odd = kevremote::parse_slots(R"([{"id":"zero","n_ctx":"1024","is_processing":"yes","next_token":"many"},
+            {"n_ctx":-5,"is_processing":true,"next_token":[{"n_decoded":1e300},{"n_decoded":-3},{"n_decoded":"4"},7,{"n_decoded":2.5}]},
+            {"is_processing":true,"next_token":[{"n_decoded":9007199254740991}]},
+            {"state":"busy","next_token":{"n_decoded":5}}, {}])");
+        QVERIFY(odd);
+        QCOMPARE(odd->total, 5);
+        QCOMPARE(odd->busy, 2);               // "yes" and "busy" are not answers
+        QVERIFY(!odd->context_per_slot);      // no slot gave a usable n_ctx
+        QCOMPARE(odd->decoded_by_busy, qint64(0));  // 1e300, -3, "4", 2.5 and 2^53 - 1 (over 2^40) are not counts
+        // Slots of different sizes: no single context per slot to show.
+        const auto mixed = kevremote::parse_slots(R"([{"n_ctx":1024},{"n_ctx":2048}])");
+        QVERIFY(mixed && !mixed->context_per_slot && mixed->busy == 0);
+        // Beside /metrics figures, after them.
+        kevremote::ServerFigures both = kevremote::summarize(kevremote::parse_prometheus("llamacpp:requests_processing 1\n"));
+        both.slots = mixed;
+        QCOMPARE(both.describe(), QStringLiteral("1 running, slots 0 of 2 busy"));
+    }
+
     void connectionsKeepKeysApart() {
         QTemporaryDir dir;
         ConnectionStore store(dir.path());
@@ -437,6 +497,106 @@ private Q_SLOTS:
         QVERIFY2(run.outcome(0).error.contains("TLS") && run.outcome(0).error.contains("certificate", Qt::CaseInsensitive),
                  qPrintable(run.outcome(0).error));
         qInfo("%s", qPrintable(run.outcome(0).error));
+    }
+
+    void serverSlotsArePolled() {
+        // The helper's server: -np 4, /slots on (llama.cpp's default), no --metrics. The
+        // poller's figures come from /slots alone, and show a slot busy while a card runs.
+        LlamaServer server;
+        const QString why = server.start();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        MetricsPoller poller(connectionTo(server), 100);
+        std::optional<ServerFigures> last;
+        int mostBusy = 0;
+        qint64 mostDecoded = 0;
+        QStringList unavailable;
+        connect(&poller, &MetricsPoller::figures, this, [&](const ServerFigures& f) {
+            last = f;
+            if (!f.slots) return;
+            mostBusy = std::max(mostBusy, f.slots->busy);
+            mostDecoded = std::max(mostDecoded, f.slots->decoded_by_busy);
+        });
+        connect(&poller, &MetricsPoller::unavailable, this, [&](const QString& w) { unavailable << w; });
+        poller.start();
+        QTRY_VERIFY_WITH_TIMEOUT(last && last->slots, 10000);
+        QCOMPARE(last->slots->total, 4);  // the helper's -np 4
+        QCOMPARE(*last->slots->context_per_slot, qint64(1024));  // -c 4096 shared by 4
+        QVERIFY(!last->running && !last->kv_usage);  // no --metrics: those are not made up
+        RemoteCard long_ = card("Tell a long story about a dragon.", 0.8, 5, 400);
+        long_.sampling.ignore_eos = true;
+        RemoteRun run(connectionTo(server), {long_});
+        run.start();
+        QTRY_VERIFY_WITH_TIMEOUT(mostBusy == 1 && mostDecoded > 0, 30000);
+        QVERIFY2(mostDecoded <= 400, qPrintable(QString::number(mostDecoded)));
+        run.stopAll();
+        QTRY_VERIFY_WITH_TIMEOUT(last && last->slots && last->slots->busy == 0, 10000);  // the stopped request frees its slot
+        QVERIFY2(unavailable.isEmpty(), qPrintable(unavailable.join('|')));  // /metrics' 501 alone says nothing
+        QVERIFY2(last->describe().startsWith("slots 0 of 4 busy"), qPrintable(last->describe()));
+    }
+
+    void aServerWithoutFiguresSaysSoOnce() {
+        // llama.cpp with --no-slots and no --metrics: both refused (501), said once, and not asked again.
+        LlamaServer server;
+        const QString why = server.start({"--no-slots"});
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        MetricsPoller poller(connectionTo(server), 50);
+        QSignalSpy figures(&poller, &MetricsPoller::figures), unavailable(&poller, &MetricsPoller::unavailable);
+        poller.start();
+        QVERIFY(unavailable.wait(10000));
+        const QString said = unavailable[0][0].toString();
+        QVERIFY2(said.contains("/metrics: HTTP 501") && said.contains("--metrics") && said.contains("/slots: HTTP 501") &&
+                     said.contains("--slots"),
+                 qPrintable(said));
+        QTest::qWait(300);
+        QCOMPARE(unavailable.size(), 1);
+        QCOMPARE(figures.size(), 0);
+        // A server that answers /slots with more than Kev reads: cut off, and said so.
+        QTemporaryDir dir;
+        QFile slots(dir.filePath("slots"));
+        QVERIFY(slots.open(QIODevice::WriteOnly));
+        slots.write(QByteArray(5 * 1024 * 1024, '['));
+        slots.close();
+        const quint16 port = freePort();
+        QProcess web;
+        web.start(kevtest::python(), {"-m", "http.server", QString::number(port), "--bind", "127.0.0.1", "--directory", dir.path()});
+        QVERIFY(web.waitForStarted(30000));
+        QVERIFY(waitForHttp(QUrl(QStringLiteral("http://127.0.0.1:%1/slots").arg(port)), 200, 30000));
+        Connection c;
+        c.base = QUrl(QStringLiteral("http://127.0.0.1:%1/v1").arg(port));
+        MetricsPoller big(c, 1000);
+        QSignalSpy bigUnavailable(&big, &MetricsPoller::unavailable);
+        big.start();
+        QVERIFY(bigUnavailable.wait(10000));
+        web.kill();
+        web.waitForFinished();
+        const QString bigSaid = bigUnavailable[0][0].toString();
+        QVERIFY2(bigSaid.contains("/slots: over 4 MiB") && bigSaid.contains("/metrics: HTTP 404"), qPrintable(bigSaid));
+    }
+
+    void thePollerAsksOneOfEachKindAtATime() {
+        // A server that reads and never answers: however often the poller is asked, one
+        // /metrics and one /slots request are out, and nothing blocks meanwhile.
+        QTcpServer silent;
+        QVERIFY(silent.listen(QHostAddress::LocalHost, 0));
+        std::vector<std::unique_ptr<QTcpSocket>> held;
+        QByteArray received;
+        connect(&silent, &QTcpServer::newConnection, this, [&] {
+            while (QTcpSocket* s = silent.nextPendingConnection()) {
+                held.emplace_back(s);
+                connect(s, &QTcpSocket::readyRead, this, [&received, s] { received += s->readAll(); });
+            }
+        });
+        Connection c;
+        c.base = QUrl(QStringLiteral("http://127.0.0.1:%1/v1").arg(silent.serverPort()));
+        MetricsPoller poller(c, 20);
+        QElapsedTimer clock;
+        clock.start();
+        poller.start();
+        for (int i = 0; i < 50; ++i) poller.pollNow();
+        QVERIFY(clock.elapsed() < 1000);  // asking returns at once
+        QTest::qWait(1500);  // 75 timer polls, all within the requests' 5 s timeout
+        QCOMPARE(received.count("GET /metrics HTTP"), 1);
+        QCOMPARE(received.count("GET /slots HTTP"), 1);
     }
 
     void kevCliAnswersThroughTheServer() {

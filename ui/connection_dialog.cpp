@@ -44,6 +44,14 @@ ConnectionDialog::ConnectionDialog(kevremote::ConnectionStore* store, QWidget* p
     auto* modelRow = new QHBoxLayout;
     modelRow->addWidget(model_, 1);
     modelRow->addWidget(fetch);
+    api_ = new QComboBox(this);
+    api_->setObjectName(QStringLiteral("connectionApi"));
+    api_->addItem(QStringLiteral("Chat completions (/v1/chat/completions)"), QVariant::fromValue(int(kevremote::Api::Chat)));
+    api_->addItem(QStringLiteral("Plain completions (/v1/completions): the model has no chat template"),
+                  QVariant::fromValue(int(kevremote::Api::Completions)));
+    api_->setToolTip(QStringLiteral("Chat sends the system prompt and the question as messages, and the server applies "
+                                    "the model's chat template. Plain completions send them as one text prompt, as "
+                                    "they are: for a base model, or a server that has no template for it."));
     insecure_ = new QCheckBox(QStringLiteral("Allow plain http to another machine (unencrypted)"), this);
     insecure_->setObjectName(QStringLiteral("connectionInsecure"));
     timeout_ = new QSpinBox(this);
@@ -55,6 +63,7 @@ ConnectionDialog::ConnectionDialog(kevremote::ConnectionStore* store, QWidget* p
     form->addRow(QStringLiteral("Base URL"), url_);
     form->addRow(QStringLiteral("API key"), key_);
     form->addRow(QStringLiteral("Model"), modelRow);
+    form->addRow(QStringLiteral("API"), api_);
     form->addRow(QString(), insecure_);
     form->addRow(QStringLiteral("Timeout"), timeout_);
     status_ = new QLabel(this);
@@ -89,6 +98,7 @@ void ConnectionDialog::showConnection(const QString& name) {
     url_->setText(c->base.toString());
     key_->setText(store_->key(name));
     model_->setCurrentText(c->model);
+    api_->setCurrentIndex(api_->findData(int(c->api)));
     insecure_->setChecked(c->insecure);
     timeout_->setValue(c->timeout_s);
 }
@@ -98,6 +108,7 @@ bool ConnectionDialog::saveCurrent() {
     c.name = name_->currentText().trimmed();
     c.base = QUrl(url_->text().trimmed());
     c.model = model_->currentText().trimmed();
+    c.api = static_cast<kevremote::Api>(api_->currentData().toInt());
     c.insecure = insecure_->isChecked();
     c.timeout_s = timeout_->value();
     if (c.name.isEmpty()) {

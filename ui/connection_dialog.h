@@ -1,6 +1,7 @@
 // Engine ▸ Connections…: the servers cards may target (a name, a base URL, the model
 // picked from the server's /v1/models, an API key kept in the user-only key file, the
-// insecure switch for plain http to another machine). It edits a ConnectionStore and
+// insecure switch for plain http to another machine, the API: chat messages, or a plain
+// prompt for a model without a chat template). It edits a ConnectionStore and
 // saves it; the run logic is RunController's.
 #pragma once
 
@@ -45,6 +46,7 @@ private:
     QLineEdit* url_ = nullptr;
     QLineEdit* key_ = nullptr;
     QComboBox* model_ = nullptr;
+    QComboBox* api_ = nullptr;  // item data: kevremote::Api
     QCheckBox* insecure_ = nullptr;
     QSpinBox* timeout_ = nullptr;
     QLabel* status_ = nullptr;
