@@ -1,12 +1,13 @@
-// kev-cli --server URL: the questions as streaming requests to an OpenAI-compatible
-// server (vLLM, SGLang, llama.cpp's server) instead of the local packed engine.
+// kev-cli --server URL: the remote engine (an OpenAI-compatible server: vLLM, SGLang,
+// llama.cpp's server) behind the same kev::AnswerEngine as the local packed engine, so
+// every answering option (--json, --jsonl, --logprobs, --sequential, --verify-isolation)
+// is one code path for both.
 #pragma once
 
-#include <csignal>
-#include <cstdint>
+#include <memory>
 #include <string>
 
-#include "kev/generator.h"
+#include "kev/answer_engine.h"
 
 namespace kevcli {
 
@@ -17,20 +18,16 @@ struct RemoteOptions {
     bool insecure = false;     // plain http to a host that is not this machine
     bool completions = false;  // /v1/completions (no chat template on the server)
     double timeout_s = 120.0;
-    std::int32_t logprobs = 0;
-    bool json = false;
-    bool jsonl = false;
-    // Send every card again alone, one after the other, and report where its text
-    // differs from the board's: whether this server gives a card the same answer alone
-    // and in a batch (exit 3 on a difference, as for the local engine).
-    bool verify = false;
 };
 
-// Sends every card of `request` at once and prints the answers as a local run would
-// (text, --json or --jsonl). `stop` is polled: a signal's number stops every request.
-// Returns 0 when every card finished, 1 when any failed (each failure said on stderr
-// and in the JSON), 2 for a connection that may not be used, 3 for an isolation
-// difference found by `verify`.
-int answer_remote(const RemoteOptions& o, const kev::GenerationRequest& request, volatile std::sig_atomic_t* stop);
+struct RemoteEngineInfo {
+    std::string model;  // the served model's id (named, or the server's only one)
+    std::string api;    // "chat" or "completions"
+};
+
+// The server's engine. Throws kev::Error: InvalidArgument for a connection that may not
+// be used (plain http to another machine without --insecure, not http(s)), Io when the
+// model list cannot be read or names several models and none was chosen.
+std::unique_ptr<kev::AnswerEngine> open_remote_engine(const RemoteOptions& o, RemoteEngineInfo* info);
 
 }  // namespace kevcli

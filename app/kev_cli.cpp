@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kev/answer_engine.h"
 #include "kev/cpu_kernels.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
@@ -353,8 +354,7 @@ Options parse(int argc, char** argv) {
     for (const std::string& flag : o.flags) {
         static const char* const kRemoteOnly[] = {"--server-model", "--insecure", "--completions", "--timeout"};
         static const char* const kLocalOnly[] = {"--model", "--precision", "--device", "--chat-format", "--lora",
-                                                 "--lora-scale", "--sequential", "--ignore-eos",
-                                                 "--bundle"};
+                                                 "--lora-scale", "--bundle"};
         if (!remote)
             for (const char* f : kRemoteOnly)
                 if (flag == f) throw UsageError{flag + " is for --server URL"};
@@ -364,10 +364,6 @@ Options parse(int argc, char** argv) {
     }
     if (remote && !o.command.empty()) throw UsageError{"--server answers questions; " + o.command + " is for the local engine"};
     if (remote) {
-        o.remote.logprobs = o.logprobs;
-        o.remote.json = o.json;
-        o.remote.jsonl = o.jsonl;
-        o.remote.verify = o.verify;
         if (const char* key = std::getenv("KEV_API_KEY")) o.remote.api_key = key;
     }
     return o;
@@ -440,20 +436,15 @@ kev::GenerationRequest make_request(const Options& o, const std::vector<std::str
     return r;
 }
 
-// Runs one pack: Ctrl-C cancels it, one card streams its text, several show progress.
-// `defaults`: the temperatures of cards without one (KEV_TEMPERATURE's).
-kev::GenerationResult run_request(const kev::Session& s, const kev::GenerationRequest& request,
-                                  const kev::TemperatureDefaults& defaults, bool json, std::int32_t logprobs,
-                                  bool stream, kevcli::LiveView* live = nullptr) {
-    const kev::Generator gen = s.generator();
-    const kev::PreparedPack pack = gen.prepare(request, defaults);
+// Runs one pack on `engine` (local or a server): Ctrl-C cancels it, one card streams its
+// text, several show progress.
+kev::GenerationResult run_request(kev::AnswerEngine& engine, const kev::GenerationRequest& request, bool stream,
+                                  kevcli::LiveView* live = nullptr) {
     const std::size_t cards = request.cards.size();
     kev::CancelFlags cancel(cards);
     g_cancel = &cancel;
     if (g_signal) cancel.cancel_all();
     kev::RunOptions run;
-    run.ignore_end_of_sequence = request.ignore_end_of_sequence;
-    run.logprobs = logprobs;
     run.cancel = &cancel;
     const bool one = cards == 1;
     // One question streams its text; several stream into the live view when stdout is a
@@ -474,26 +465,32 @@ kev::GenerationResult run_request(const kev::Session& s, const kev::GenerationRe
                          static_cast<long long>(tokens), ev.aggregate_tokens_per_s);
         }
     };
-    kev::GenerationResult result = gen.run(pack, run);
-    if (progress && !one) std::fprintf(stderr, "\r\033[K");
-    if (s.lora() && !json) {
-        std::fprintf(stderr, "LoRA %s: %s\n", s.lora()->path.c_str(), kev::to_string(result.lora_mode));
-    }
-    g_cancel = nullptr;
-    return result;
+    struct Clear {  // the progress line and the signal's target go whatever happens
+        bool line;
+        ~Clear() {
+            if (line) std::fprintf(stderr, "\r\033[K");
+            g_cancel = nullptr;
+        }
+    } clear{progress && !one};
+    return engine.answer(request, run);
 }
 
-kev::GenerationResult run_pack(const kev::Session& s, const Options& o, const std::vector<std::string>& questions,
+kev::GenerationResult run_pack(kev::AnswerEngine& engine, const Options& o, const std::vector<std::string>& questions,
                                std::size_t first_index, bool stream, kevcli::LiveView* live = nullptr) {
     kev::GenerationRequest request = make_request(o, questions, first_index);
     request.ignore_end_of_sequence = o.ignore_eos;
-    return run_request(s, request, kev::temperature_defaults_from_env(), o.json, o.logprobs, stream, live);
+    request.logprobs = o.logprobs;
+    return run_request(engine, request, stream, live);
 }
 
-nlohmann::json card_json(const std::string& question, const kev::CardResult& c, std::int32_t logprobs) {
+nlohmann::json card_json(const std::string& question, const kev::CardResult& c, std::int32_t logprobs,
+                         bool token_ids) {
+    const char* state = c.finish == kev::FinishReason::Failed      ? "failed"
+                        : c.finish == kev::FinishReason::Cancelled ? "stopped"
+                                                                   : "finished";
     nlohmann::json j = {{"question", question},
                         {"text", c.text},
-                        {"tokens", c.tokens},
+                        {"state", state},
                         {"finish_reason", kev::to_string(c.finish)},
                         {"seed", c.seed},
                         {"temperature", c.temperature},
@@ -502,13 +499,24 @@ nlohmann::json card_json(const std::string& question, const kev::CardResult& c, 
                           {"generated_tokens", c.stats.generated_tokens},
                           {"time_to_first_token_s", c.stats.time_to_first_token_s},
                           {"tokens_per_s", c.stats.tokens_per_s}}}};
+    if (token_ids) j["tokens"] = c.tokens;
+    else j["stats"]["measured_by"] = "kev (from the stream)";
+    if (!c.error.empty()) j["error"] = c.error;
     if (!c.matched_stop.empty()) j["stop"] = c.matched_stop;
-    if (logprobs > 0) {
+    if (logprobs > 0 && token_ids) {
         nlohmann::json lp = nlohmann::json::array();
         for (const auto& step : c.logprobs) {
             nlohmann::json top = nlohmann::json::array();
             for (const auto& [id, v] : step) top.push_back({{"token", id}, {"logprob", v}});
             lp.push_back(top);
+        }
+        j["logprobs"] = lp;
+    } else if (logprobs > 0) {  // a server's: the tokens by their text, as it sent them
+        nlohmann::json lp = nlohmann::json::array();
+        for (const kev::TokenDetail& d : c.details) {
+            nlohmann::json top = nlohmann::json::array();
+            for (const kev::TokenAlternative& a : d.top) top.push_back({{"token", a.piece}, {"logprob", a.logprob}});
+            lp.push_back({{"token", d.piece}, {"logprob", d.logprob}, {"top", top}});
         }
         j["logprobs"] = lp;
     }
@@ -599,18 +607,44 @@ void write_run_bundle(const Options& o, const kev::Session& session, const kev::
     std::fprintf(stderr, "kev-cli: bundle written to %s\n", o.bundle_out.c_str());
 }
 
+// "kev-cli: card 2 failed: HTTP 503: ..." on stderr for every card a server did not
+// answer. True when there was one.
+bool report_failed(const std::vector<kev::CardResult>& results) {
+    bool any = false;
+    for (std::size_t q = 0; q < results.size(); ++q) {
+        if (results[q].finish != kev::FinishReason::Failed) continue;
+        std::fprintf(stderr, "kev-cli: card %zu failed: %s\n", q + 1, results[q].error.c_str());
+        any = true;
+    }
+    return any;
+}
+
 int answer(const Options& o) {
     if (!o.bundle_out.empty()) kevcli::check_bundle_destination(o.bundle_out);
+    // The engine: the packed forward on this machine, or a server (--server). Everything
+    // below talks to kev::AnswerEngine only; what is the local model's alone (precision,
+    // LoRA, bundles) reads `session`, which a server run does not have.
+    const bool remote = !o.remote.server.empty();
     kev::PrecisionChoice precision;
     kev::LoadOptions loaded;
-    const auto session = open_session(o, precision, &loaded);
-    bool wants_lora = o.lora.has_value();
-    for (const auto& l : o.per_question_lora) wants_lora = wants_lora || (l && l->enabled);
-    const std::string lora_path = !o.lora || *o.lora == "demo" ? kev::demo_adapter_path() : *o.lora;
-    if (wants_lora) {
-        // An adapter that does not fit the model is an adapter error (exit 1), not a
-        // usage error, whatever code the engine gave it.
-        as_model_error([&] { session->load_lora(lora_path); });
+    std::unique_ptr<kev::Session> session;
+    std::unique_ptr<kev::AnswerEngine> engine;
+    kevcli::RemoteEngineInfo server;
+    bool wants_lora = false;
+    std::string lora_path;
+    if (remote) {
+        engine = kevcli::open_remote_engine(o.remote, &server);
+    } else {
+        session = open_session(o, precision, &loaded);
+        wants_lora = o.lora.has_value();
+        for (const auto& l : o.per_question_lora) wants_lora = wants_lora || (l && l->enabled);
+        lora_path = !o.lora || *o.lora == "demo" ? kev::demo_adapter_path() : *o.lora;
+        if (wants_lora) {
+            // An adapter that does not fit the model is an adapter error (exit 1), not a
+            // usage error, whatever code the engine gave it.
+            as_model_error([&] { session->load_lora(lora_path); });
+        }
+        engine = std::make_unique<kev::LocalEngine>(*session, kev::temperature_defaults_from_env());
     }
     const bool stream = !o.json && !o.jsonl;
 
@@ -624,7 +658,7 @@ int answer(const Options& o) {
     if (o.sequential) {
         for (std::size_t q = 0; q < o.questions.size() && !g_signal; ++q) {
             if (stream && o.questions.size() > 1) std::printf("--- [%zu] %s\n", q + 1, o.questions[q].c_str());
-            auto r = run_pack(*session, o, {o.questions[q]}, q, stream);
+            auto r = run_pack(*engine, o, {o.questions[q]}, q, stream);
             if (stream) std::printf("\n");
             total_s += r.total_s;
             note_mode(r.lora_mode);
@@ -634,7 +668,7 @@ int answer(const Options& o) {
         std::unique_ptr<kevcli::LiveView> live;
         if (stream && o.questions.size() > 1 && ::isatty(STDOUT_FILENO))
             live = std::make_unique<kevcli::LiveView>(stdout, o.questions, 0);
-        auto r = run_pack(*session, o, o.questions, 0, stream && o.questions.size() == 1, live.get());
+        auto r = run_pack(*engine, o, o.questions, 0, stream && o.questions.size() == 1, live.get());
         total_s = r.total_s;
         note_mode(r.lora_mode);
         results = std::move(r.cards);
@@ -648,36 +682,55 @@ int answer(const Options& o) {
             std::printf("\n");
         }
     }
+    if (session && session->lora() && !o.json) std::fprintf(stderr, "LoRA %s: %s\n", session->lora()->path.c_str(), lora_mode.c_str());
 
-    // A stop by signal wins (the user asked for it), then a broken card, then an
-    // isolation difference found below.
-    int code = report_non_finite(results) ? kExitError : 0;
-    nlohmann::json out = {{"model", o.model}, {"packed", !o.sequential}, {"total_s", total_s},
-                          {"precision", {{"name", precision.name}, {"auto", o.auto_precision}, {"why", precision.why}}}};
+    // A stop by signal wins (the user asked for it), then a broken or failed card, then
+    // an isolation difference found below.
+    const bool broken = report_non_finite(results);
+    int code = report_failed(results) || broken ? kExitError : 0;
+    nlohmann::json out = {{"engine", remote ? "remote" : "local"}, {"packed", !o.sequential}, {"total_s", total_s}};
+    if (remote) {
+        out["server"] = o.remote.server;
+        out["model"] = server.model;
+        out["api"] = server.api;
+    } else {
+        out["model"] = o.model;
+        out["precision"] = {{"name", precision.name}, {"auto", o.auto_precision}, {"why", precision.why}};
+    }
     if (wants_lora) out["lora"] = {{"adapter", lora_path}, {"mode", lora_mode}};
     if (o.verify && !g_signal) {
+        // Every answered card again alone, with the seed it ran with: the same engine must
+        // give the same tokens (a server: the same text) whatever ran beside it.
         nlohmann::json diffs = nlohmann::json::array();
-        for (std::size_t q = 0; q < o.questions.size(); ++q) {
-            const auto alone = run_pack(*session, o, {o.questions[q]}, q, false);
-            const auto& a = alone.cards[0].tokens;
-            const auto& p = results[q].tokens;
-            std::size_t k = 0;
-            while (k < a.size() && k < p.size() && a[k] == p[k]) ++k;
-            if (k != a.size() || k != p.size()) {
-                diffs.push_back({{"question", q + 1}, {"first_difference", k}});
+        const auto answered = [](const kev::CardResult& c) {
+            return c.finish != kev::FinishReason::Failed && c.finish != kev::FinishReason::Cancelled;
+        };
+        for (std::size_t q = 0; q < o.questions.size() && !g_signal; ++q) {
+            if (!answered(results[q])) continue;
+            kev::GenerationRequest request = make_request(o, {o.questions[q]}, q);
+            request.ignore_end_of_sequence = o.ignore_eos;
+            request.cards[0].sampling.seed = results[q].seed;
+            const auto alone = run_request(*engine, request, false);
+            if (!answered(alone.cards[0])) continue;
+            const std::int64_t k = kev::first_difference(*engine, results[q], alone.cards[0]);
+            if (k >= 0) {
+                diffs.push_back({{"question", q + 1}, {"first_difference", k},
+                                 {"compared", engine->gives_token_ids() ? "tokens" : "text (bytes)"}});
+                if (!engine->gives_token_ids()) diffs.back()["alone"] = alone.cards[0].text;
                 if (code == 0) code = kExitIsolation;
             }
         }
         out["isolation_differences"] = diffs;
         if (stream) {
-            std::printf("isolation: %s\n", diffs.empty() ? "every answer equals its solo run"
-                                                         : ("DIFFERENCES " + kevcli::dump_json(diffs)).c_str());
+            std::printf("isolation%s: %s\n", remote ? " on this server" : "",
+                        diffs.empty() ? "every answer equals its solo run"
+                                      : ("DIFFERENCES " + kevcli::dump_json(diffs)).c_str());
         }
     }
     if (o.json) {
         nlohmann::json cards = nlohmann::json::array();
         for (std::size_t q = 0; q < results.size(); ++q) {
-            cards.push_back(card_json(o.questions[q], results[q], o.logprobs));
+            cards.push_back(card_json(o.questions[q], results[q], o.logprobs, engine->gives_token_ids()));
             const kev::LoraUse lora = card_lora(o, q);
             if (wants_lora) cards.back()["lora"] = {{"on", lora.enabled}, {"scale", lora.scale}};
         }
@@ -688,8 +741,9 @@ int answer(const Options& o) {
         // One line per question, in order; the run's facts on each line, so any line
         // stands alone in a pipeline.
         for (std::size_t q = 0; q < results.size(); ++q) {
-            nlohmann::json line = card_json(o.questions[q], results[q], o.logprobs);
+            nlohmann::json line = card_json(o.questions[q], results[q], o.logprobs, engine->gives_token_ids());
             line["index"] = q + 1;
+            line["engine"] = out["engine"];
             line["packed"] = !o.sequential;
             line["interrupted"] = g_signal != 0;
             std::printf("%s\n", kevcli::dump_json(line).c_str());
@@ -697,6 +751,7 @@ int answer(const Options& o) {
         if (out.contains("isolation_differences"))
             std::printf("%s\n", kevcli::dump_json({{"isolation_differences", out["isolation_differences"]}}).c_str());
     }
+    std::fflush(stdout);
     if (!o.bundle_out.empty()) write_run_bundle(o, *session, loaded, wants_lora, results);
     return g_signal ? interrupted_code() : code;
 }
@@ -715,8 +770,9 @@ int replay(const Options& o) {
         return open_session(load, precision);
     };
     // Every recorded card has its temperature: KEV_TEMPERATURE plays no part in a replay.
-    hooks.run = [&o](kev::Session& session, const kev::GenerationRequest& request) {
-        return run_request(session, request, kev::TemperatureDefaults{}, o.json, 0, false);
+    hooks.run = [](kev::Session& session, const kev::GenerationRequest& request) {
+        kev::LocalEngine engine(session);
+        return run_request(engine, request, false);
     };
     const int code = kevcli::replay(o.replay_bundle, o.model_given ? std::optional<std::string>(o.model) : std::nullopt,
                                     o.json, hooks);
@@ -726,7 +782,7 @@ int replay(const Options& o) {
 #ifndef KEV_HAVE_REMOTE
 }  // namespace
 // A kev-cli configured without Qt (the GPU machine's build) has no remote engine.
-int kevcli::answer_remote(const RemoteOptions&, const kev::GenerationRequest&, volatile std::sig_atomic_t*) {
+std::unique_ptr<kev::AnswerEngine> kevcli::open_remote_engine(const RemoteOptions&, RemoteEngineInfo*) {
     throw UsageError{"this kev-cli was built without Qt Network: --server is not available"};
 }
 namespace {
@@ -734,13 +790,9 @@ namespace {
 
 int run(int argc, char** argv) {
     const Options o = parse(argc, argv);
-    if (!o.remote.server.empty() && o.command.empty()) {
-        // The same cards as a local run: settings, seeds (S, S+1, ...), file entries.
-        kev::GenerationRequest request = make_request(o, o.questions, 0);
-        for (auto& card : request.cards) card.sampling.validate();
-        const int code = kevcli::answer_remote(o.remote, request, &g_signal);
-        return g_signal ? interrupted_code() : code;
-    }
+    // A server answers the same cards as a local run would (settings, seeds S, S+1, ...,
+    // file entries) through the same path.
+    if (!o.remote.server.empty() && o.command.empty()) return answer(o);
     if (o.command == "help") {
         std::fputs(kUsage, stdout);
         return 0;

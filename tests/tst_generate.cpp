@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include "kev/answer_engine.h"
 #include "kev/cpu_kernels.h"
 #include "kev/detokenizer.h"
 #include "kev/error.h"
@@ -553,6 +554,55 @@ private Q_SLOTS:
             QCOMPARE(packed.cards[static_cast<std::size_t>(q)].tokens, alone.cards[0].tokens);
         }
         QVERIFY(QString::fromStdString(packed.cards[0].text).contains("Paris"));
+    }
+
+    // kev::LocalEngine, the local side of the interface kev-cli and the app answer
+    // through: the same tokens as the generator it wraps, its pack shown once before the
+    // first forward, the request's logprobs honoured, every streamed piece in the result.
+    void theLocalEngineIsThePackedGenerator() {
+        const auto session = kev::Session::open(kevtest::builtinModel().toStdString(), kev::SessionOptions{});
+        kev::GenerationRequest request;
+        request.cards.push_back({"Name a fruit.", greedy(10)});
+        kev::SamplingSettings warm = greedy(10);
+        warm.temperature = 0.9f;
+        warm.seed = 5;
+        request.cards.push_back({"Name a tree.", warm});
+        request.cards.push_back({"Count to three.", greedy(6)});
+        request.logprobs = 3;
+        kev::LocalEngine engine(*session);
+        QVERIFY(engine.gives_token_ids());
+        QCOMPARE(QString::fromStdString(engine.describe()), QFileInfo(kevtest::builtinModel()).fileName());
+        int prepared = 0;
+        std::vector<std::string> streamed(3);
+        kev::RunOptions options;
+        options.on_step = [&](const kev::StepEvent& ev) {
+            QCOMPARE(prepared, 1);  // the pack is shown before the first step
+            for (const auto& u : ev.updates) streamed[static_cast<std::size_t>(u.card)] += u.text;
+        };
+        const auto result = engine.answer(request, options, [&](const kev::PreparedPack& pack) {
+            ++prepared;
+            QCOMPARE(pack.prompts.size(), std::size_t{3});
+        });
+        QCOMPARE(prepared, 1);
+        const kev::Generator g = session->generator();
+        kev::RunOptions direct;
+        direct.logprobs = 3;
+        const auto expected = g.run(g.prepare(request), direct);
+        for (std::size_t c = 0; c < 3; ++c) {
+            QCOMPARE(result.cards[c].tokens, expected.cards[c].tokens);
+            QCOMPARE(result.cards[c].text, streamed[c]);
+            QCOMPARE(result.cards[c].details.size(), result.cards[c].tokens.size());
+            QCOMPARE(kev::first_difference(engine, result.cards[c], expected.cards[c]), std::int64_t{-1});
+        }
+        QCOMPARE(result.cards[1].seed, std::uint64_t{5});
+        // Where two answers part: the first differing token, or the shorter length.
+        kev::CardResult other = result.cards[0];
+        QVERIFY(other.tokens.size() >= 3);
+        other.tokens[2] += 1;
+        QCOMPARE(kev::first_difference(engine, result.cards[0], other), std::int64_t{2});
+        other = result.cards[0];
+        other.tokens.pop_back();
+        QCOMPARE(kev::first_difference(engine, result.cards[0], other), static_cast<std::int64_t>(other.tokens.size()));
     }
 
 private:

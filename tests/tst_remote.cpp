@@ -21,6 +21,8 @@
 #include "llama_server.h"
 #include "connections.h"
 #include "openai_wire.h"
+#include "kev/error.h"
+#include "remote_engine.h"
 #include "remote_run.h"
 #include "server_metrics.h"
 #include "sse.h"
@@ -597,6 +599,75 @@ private Q_SLOTS:
         QTest::qWait(1500);  // 75 timer polls, all within the requests' 5 s timeout
         QCOMPARE(received.count("GET /metrics HTTP"), 1);
         QCOMPARE(received.count("GET /slots HTTP"), 1);
+    }
+
+    // The remote engine behind kev::AnswerEngine, as kev-cli and the app's lanes call it:
+    // streamed pieces as step events, a per-card cancel, seeds drawn and reported so the
+    // same request again gives the same text, failures per card instead of exceptions.
+    void theRemoteEngineAnswersThroughTheInterface() {
+        LlamaServer server;
+        const QString why = server.start();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        RemoteEngine remote(connectionTo(server));
+        kev::AnswerEngine& engine = remote;
+        QVERIFY(!engine.gives_token_ids());
+        QVERIFY(QString::fromStdString(engine.describe()).startsWith("builtin at http://127.0.0.1:"));
+        kev::GenerationRequest request;
+        for (const char* q : {"Name a fruit.", "Tell a long story about a dragon.", "Name a tree."}) {
+            kev::CardRequest c;
+            c.question = q;
+            c.sampling.temperature = 0.8f;
+            c.sampling.max_new_tokens = std::string(q).find("story") != std::string::npos ? 300 : 12;
+            request.cards.push_back(c);
+        }
+        request.logprobs = 2;
+        kev::CancelFlags cancel(3);
+        std::vector<std::string> streamed(3);
+        std::vector<std::optional<kev::FinishReason>> ended(3);
+        kev::RunOptions options;
+        options.cancel = &cancel;
+        options.on_step = [&](const kev::StepEvent& ev) {
+            QCOMPARE(ev.updates.size(), std::size_t{1});  // one piece of one stream per event
+            const kev::CardUpdate& u = ev.updates[0];
+            streamed[static_cast<std::size_t>(u.card)] += u.text;
+            if (u.finished) ended[static_cast<std::size_t>(u.card)] = u.finished;
+            if (u.card == 1 && u.stats.generated_tokens >= 3) cancel.cancel(1);  // its Stop button
+        };
+        const kev::GenerationResult result = engine.answer(request, options);
+        QCOMPARE(result.cards.size(), std::size_t{3});
+        for (std::size_t c = 0; c < 3; ++c) {
+            const kev::CardResult& r = result.cards[c];
+            QCOMPARE(r.text, streamed[c]);
+            QVERIFY(ended[c].has_value());
+            QCOMPARE(*ended[c], r.finish);
+            QVERIFY(r.tokens.empty());  // a stream names tokens by their text only
+            QVERIFY(r.seed > 0 && r.seed <= 0x7fffffffu);  // drawn here and sent, 31 bits
+            QVERIFY(!r.details.empty() && r.details[0].top.size() == 2);
+        }
+        QCOMPARE(result.cards[1].finish, kev::FinishReason::Cancelled);
+        QVERIFY(result.cards[1].stats.generated_tokens < 300);
+        QCOMPARE(result.cards[0].finish, kev::FinishReason::MaxTokens);
+        // The drawn seed reproduces: the first card again, with the seed it reported.
+        kev::GenerationRequest again;
+        again.cards.push_back(request.cards[0]);
+        again.cards[0].sampling.seed = result.cards[0].seed;
+        const kev::GenerationResult second = engine.answer(again, {});
+        QCOMPARE(kev::first_difference(engine, result.cards[0], second.cards[0]), std::int64_t{-1});
+        kev::CardResult other = second.cards[0];
+        other.text.insert(3, "x");
+        QCOMPARE(kev::first_difference(engine, second.cards[0], other), std::int64_t{3});
+        // A refused key fails each card with the server's reason; nothing is thrown.
+        LlamaServer locked;
+        QVERIFY(locked.start({"--api-key", "right"}).isEmpty());
+        RemoteEngine wrongKey(connectionTo(locked, "wrong"));
+        const kev::GenerationResult refused = wrongKey.answer(again, {});
+        QCOMPARE(refused.cards[0].finish, kev::FinishReason::Failed);
+        QVERIFY2(QString::fromStdString(refused.cards[0].error).contains("401"), refused.cards[0].error.c_str());
+        // A connection that may not be used is refused before anything is sent.
+        Connection open = connectionTo(server);
+        open.base = QUrl("http://10.1.2.3:8000/v1");
+        RemoteEngine plain(open);
+        QVERIFY_THROWS_EXCEPTION(kev::Error, plain.answer(again, {}));
     }
 
     void kevCliAnswersThroughTheServer() {

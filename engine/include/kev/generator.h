@@ -113,6 +113,7 @@ struct CardResult {
     std::vector<TokenId> tokens;         // generated ids (an end-of-sequence id not included)
     FinishReason finish = FinishReason::MaxTokens;
     std::string matched_stop;
+    std::string error;                   // FinishReason::Failed: why, in words (a server's message)
     std::uint64_t seed = 0;              // the seed its sampler used (to replay it)
     float temperature = 0.0f;            // the temperature it ran with, resolved
     CardStats stats;

@@ -47,6 +47,7 @@ enum class FinishReason {
     Cancelled,      // the user stopped the card (or the run)
     NonFinite,      // its logits held a NaN or an infinity
     ContextFull,    // the next token would not fit in the model's context
+    Failed,         // a server's request for this card failed (CardResult::error says why)
 };
 
 const char* to_string(FinishReason reason);

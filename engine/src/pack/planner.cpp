@@ -22,6 +22,7 @@ const char* to_string(FinishReason reason) {
         case FinishReason::Cancelled: return "cancelled";
         case FinishReason::NonFinite: return "non-finite logits";
         case FinishReason::ContextFull: return "context full";
+        case FinishReason::Failed: return "failed";
     }
     return "finished";
 }
