@@ -47,8 +47,10 @@ kev::GenerationRequest replayRequest(const CardAnswer& answer, const CardSetting
     }
     s.seed = answer.seedUsed;
     kev::GenerationRequest r = boardRequest({s}, then);
-    // Stop where the answer stopped, so both have the same length to compare.
-    r.cards.back().sampling.max_new_tokens = std::max<qsizetype>(1, answer.tokens.size());
+    // Stop where the answer stopped, so both have the same length to compare (a server's
+    // answer has no token ids: its count of generated tokens).
+    const qint64 length = answer.tokens.isEmpty() ? answer.generatedTokens : answer.tokens.size();
+    r.cards.back().sampling.max_new_tokens = std::max<qint64>(1, length);
     return r;
 }
 

@@ -8,6 +8,7 @@
 
 #include <exception>
 
+#include "kev/answer_engine.h"
 #include "kev/error.h"
 #include "kev/file_hash.h"
 #include "kev/kv_cache.h"
@@ -171,14 +172,14 @@ void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const Ca
         return;
     }
     try {
-        const kev::Generator generator = session_->generator();
-        const kev::PreparedPack pack = generator.prepare(request, kev::temperature_defaults_from_env());
-        Q_EMIT runStarted(id, makePreview(pack, cardOfRequest));
+        kev::LocalEngine engine(*session_, kev::temperature_defaults_from_env());
         kev::RunOptions options;
         options.cancel = cancel.get();
-        options.logprobs = request.logprobs;  // > 0: token details for the comparison view
         options.on_step = [this, id](const kev::StepEvent& event) { Q_EMIT stepArrived(id, event); };
-        kev::GenerationResult result = generator.run(pack, options);
+        // request.logprobs > 0: token details for the comparison view.
+        kev::GenerationResult result = engine.answer(request, options, [&](const kev::PreparedPack& pack) {
+            Q_EMIT runStarted(id, makePreview(pack, cardOfRequest));
+        });
         // The answers' text is what the cards already show; the token ids stay for replay.
         Q_EMIT runFinished(id, result);
     } catch (const std::exception& e) {
@@ -214,7 +215,7 @@ void EngineWorker::setLora(const QString& path) {
 // ---- EngineHost (UI thread) ---------------------------------------------------------
 
 EngineHost::EngineHost(QObject* parent)
-    : QObject(parent), loadCancel_(std::make_shared<std::atomic<bool>>(false)) {
+    : EngineLane(parent), loadCancel_(std::make_shared<std::atomic<bool>>(false)) {
     registerEngineTypes();
     thread_.setObjectName(QStringLiteral("kev-engine"));
     worker_ = new EngineWorker;
@@ -251,24 +252,7 @@ EngineHost::EngineHost(QObject* parent)
         loading_ = false;
         Q_EMIT loadFailed(path, message);
     });
-    connect(worker_, &EngineWorker::runStarted, this, [this](RunId id, const PackPreview& pack) {
-        if (id == current_) Q_EMIT runStarted(id, pack);
-    });
-    connect(worker_, &EngineWorker::stepArrived, this, [this](RunId id, const kev::StepEvent& event) {
-        if (id == current_) Q_EMIT stepArrived(id, event);
-    });
-    connect(worker_, &EngineWorker::runFinished, this, [this](RunId id, const kev::GenerationResult& result) {
-        if (id != current_) return;
-        current_ = 0;
-        cancel_.reset();
-        Q_EMIT runFinished(id, result);
-    });
-    connect(worker_, &EngineWorker::runFailed, this, [this](RunId id, const QString& message) {
-        if (id != current_) return;
-        current_ = 0;
-        cancel_.reset();
-        Q_EMIT runFailed(id, message);
-    });
+    relay(worker_);
     connect(worker_, &EngineWorker::previewReady, this, [this](quint64 id, const PackPreview& pack) {
         if (id == wantedPreview_) Q_EMIT previewReady(pack);
     });
@@ -281,7 +265,7 @@ EngineHost::EngineHost(QObject* parent)
 
 EngineHost::~EngineHost() {
     loadCancel_->store(true);
-    if (cancel_) cancel_->cancel_all();
+    cancel();
     loaderThread_.quit();
     loaderThread_.wait();
     delete loader_;
@@ -299,21 +283,9 @@ void EngineHost::load(const QString& path, const LoadSettings& settings) {
 
 void EngineHost::cancelLoad() { loadCancel_->store(true); }
 
-RunId EngineHost::run(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest) {
-    if (cancel_) cancel_->cancel_all();  // a newer run supersedes the old one
-    current_ = nextRun_++;
-    cancel_ = std::make_shared<kev::CancelFlags>(request.cards.size());
-    Q_EMIT requestRun(current_, request, cancel_, cardOfRequest);
-    return current_;
-}
-
-void EngineHost::cancel() {
-    if (cancel_) cancel_->cancel_all();
-}
-
-void EngineHost::cancelCard(int requestCard) {
-    if (cancel_ && requestCard >= 0 && static_cast<std::size_t>(requestCard) < cancel_->size())
-        cancel_->cancel(static_cast<std::size_t>(requestCard));
+void EngineHost::start(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+                       const QVector<int>& cardOfRequest) {
+    Q_EMIT requestRun(id, request, cancel, cardOfRequest);
 }
 
 void EngineHost::preview(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest) {

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <memory>
 
+#include "engine_lane.h"
 #include "engine_types.h"
 
 namespace kev {
@@ -62,7 +63,7 @@ private:
     QHash<QString, KnownHash> known_;
 };
 
-class EngineWorker : public QObject {
+class EngineWorker : public LaneWorker {
     Q_OBJECT
 public:
     EngineWorker();
@@ -81,10 +82,6 @@ public Q_SLOTS:
 
 Q_SIGNALS:
     void modelLoaded(const kevui::ModelInfo& info);
-    void runStarted(kevui::RunId id, const kevui::PackPreview& pack);
-    void stepArrived(kevui::RunId id, const kev::StepEvent& event);
-    void runFinished(kevui::RunId id, const kev::GenerationResult& result);
-    void runFailed(kevui::RunId id, const QString& message);
     void previewReady(quint64 id, const kevui::PackPreview& pack);
     void previewFailed(quint64 id, const QString& message);
     void loraFailed(const QString& path, const QString& message);
@@ -97,8 +94,9 @@ private:
     QString loraError_;  // why the last adapter asked for could not be attached
 };
 
-// Owns the worker thread; the window's single entry point to the engine.
-class EngineHost : public QObject {
+// Owns the worker thread; the window's single entry point to the local engine, and the
+// lane the run controller sends local cards to.
+class EngineHost : public EngineLane {
     Q_OBJECT
 public:
     explicit EngineHost(QObject* parent = nullptr);
@@ -107,33 +105,22 @@ public:
 
     void load(const QString& path, const LoadSettings& settings);
     void cancelLoad();
-    // Starts a run; returns its id. `cardOfRequest[i]` is the window's card for
-    // request card i (carried back in runStarted's preview).
-    RunId run(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
-    // Stops the current run within one step (every card, or one card of the request).
-    void cancel();
-    void cancelCard(int requestCard);
     // Pack view: newer previews replace older ones.
     void preview(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
     // The LoRA adapter later runs use (queued before them, so they see it).
     void setLora(const QString& path) { Q_EMIT requestLora(path); }
 
     bool loading() const { return loading_; }
-    bool running() const { return current_ != 0; }
     bool hasModel() const { return hasModel_; }
     const ModelInfo& model() const { return model_; }
-    RunId currentRun() const { return current_; }
+    QString describe() const override { return model_.path; }
+    bool givesTokenIds() const override { return true; }
 
 Q_SIGNALS:
     void loadProgress(int done, int total);
     void modelLoaded(const kevui::ModelInfo& info);
     void loadFailed(const QString& path, const QString& message);
     void modelHashed(const QString& sha256);  // model().sha256 is now set
-    // Only for the current run; stale ones are dropped.
-    void runStarted(kevui::RunId id, const kevui::PackPreview& pack);
-    void stepArrived(kevui::RunId id, const kev::StepEvent& event);
-    void runFinished(kevui::RunId id, const kev::GenerationResult& result);
-    void runFailed(kevui::RunId id, const QString& message);
     void previewReady(const kevui::PackPreview& pack);
     void previewFailed(const QString& message);
     void loraFailed(const QString& path, const QString& message);
@@ -146,15 +133,16 @@ Q_SIGNALS:
                         const QVector<int>& cardOfRequest);
     void requestLora(const QString& path);
 
+protected:
+    void start(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+               const QVector<int>& cardOfRequest) override;
+
 private:
     QThread thread_;
     QThread loaderThread_;
     EngineWorker* worker_ = nullptr;
     ModelLoader* loader_ = nullptr;
     std::shared_ptr<std::atomic<bool>> loadCancel_;
-    CancelHandle cancel_;
-    RunId nextRun_ = 1;
-    RunId current_ = 0;
     quint64 nextPreview_ = 1;
     quint64 wantedPreview_ = 0;
     bool loading_ = false;

@@ -16,7 +16,8 @@
 #include "question_card.h"
 #include "token_view.h"
 #include "connections.h"
-#include "remote_run.h"
+#include "engine_lane.h"
+#include "remote_engine.h"
 #include "server_metrics.h"
 
 namespace kevui {
@@ -33,26 +34,10 @@ CardAnswer answerFrom(const kev::CardResult& r) {
     a.timeToFirstTokenS = r.stats.time_to_first_token_s;
     a.seedUsed = r.seed;
     for (kev::TokenId t : r.tokens) a.tokens.push_back(t);
-    a.details = tokenViewsFrom(r);
+    // A server's logprobs name tokens by text only: kept with the answer only where they
+    // belong to token ids.
+    if (!r.tokens.empty()) a.details = tokenViewsFrom(r);
     return a;
-}
-
-// A card as one request: its settings as fields, the board's shared context and system
-// prompt (the card's own wins).
-kevremote::RemoteCard remoteCard(const CardSettings& s, const BoardInputs& board) {
-    kevremote::RemoteCard r;
-    r.question = s.question;
-    r.system = s.system.isEmpty() ? board.system : s.system;
-    r.shared_context = board.sharedContext;
-    r.sampling.temperature = s.temperature;
-    if (s.topP != 1.0) r.sampling.top_p = s.topP;
-    if (s.topK != 0) r.sampling.top_k = s.topK;
-    if (s.minP != 0.0) r.sampling.min_p = s.minP;
-    if (s.repetitionPenalty != 1.0) r.sampling.repetition_penalty = s.repetitionPenalty;
-    r.sampling.max_tokens = s.maxNewTokens;
-    r.sampling.stop = s.stopStrings;
-    if (s.seed) r.sampling.seed = *s.seed;
-    return r;
 }
 
 }  // namespace
@@ -60,18 +45,35 @@ kevremote::RemoteCard remoteCard(const CardSettings& s, const BoardInputs& board
 RunController::RunController(EngineHost* engine, BoardDocument* board, GaugePanel* gauges, PackView* packView,
                              QObject* parent)
     : QObject(parent), engine_(engine), doc_(board), gauges_(gauges), packView_(packView) {
-    connect(engine_, &EngineHost::runStarted, this, &RunController::onRunStarted);
-    connect(engine_, &EngineHost::stepArrived, this, &RunController::onStep);
-    connect(engine_, &EngineHost::runFinished, this, &RunController::onRunFinished);
-    connect(engine_, &EngineHost::runFailed, this, &RunController::onRunFailed);
+    watch(engine_);
 }
 
 RunController::~RunController() = default;
 
+void RunController::watch(EngineLane* lane) {
+    connect(lane, &EngineLane::runStarted, this, [this, lane](RunId id, const PackPreview& pack) {
+        if (Group* g = groupOf(lane, id)) onRunStarted(*g, pack);
+    });
+    connect(lane, &EngineLane::stepArrived, this, [this, lane](RunId id, const kev::StepEvent& event) {
+        if (Group* g = groupOf(lane, id)) onStep(*g, event);
+    });
+    connect(lane, &EngineLane::runFinished, this, [this, lane](RunId id, const kev::GenerationResult& result) {
+        if (Group* g = groupOf(lane, id)) onRunFinished(*g, result);
+    });
+    connect(lane, &EngineLane::runFailed, this, [this, lane](RunId id, const QString& message) {
+        if (Group* g = groupOf(lane, id)) onRunFailed(*g, message);
+    });
+}
+
+RunController::Group* RunController::groupOf(const EngineLane* lane, RunId id) {
+    for (const auto& g : groups_)
+        if (g->lane == lane && g->id == id && !g->done) return g.get();
+    return nullptr;
+}
+
 bool RunController::running() const {
-    if (engine_->running() || localRunning_ || ending_) return true;
-    for (const RemoteGroup& g : remote_)
-        if (!g.done) return true;
+    for (const auto& g : groups_)
+        if (!g->done) return true;
     return false;
 }
 
@@ -154,154 +156,102 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
     }
     problemsShown_ = false;
     Q_EMIT windowMessage(QString(), Tone::Note);
-    // Local cards in one pack; remote ones grouped by connection, in board order.
-    QVector<CardSettings> localSent;
-    QStringList connectionsUsed;
-    QHash<QString, QPair<QVector<QuestionCard*>, QVector<CardSettings>>> byConnection;
+    // Local cards in one pack; remote ones grouped by connection, in board order: one
+    // group per engine, each one run on its lane.
     kind_ = Kind::Pack;
-    cards_.clear();
-    rowOfCard_.clear();
-    previous_.clear();
     sentBoard_ = board;
+    QStringList order;
+    QHash<QString, Group> byEngine;
     for (int i = 0; i < cards.size(); ++i) {
+        const QString& name = sent[i].engine;
+        if (!byEngine.contains(name)) order << name;
+        Group& g = byEngine[name];
         const int number = cards[i]->number();
-        if (sent[i].engine.isEmpty()) {
-            cards_.push_back(cards[i]);
-            rowOfCard_.push_back(number - 1);  // gauges and pack view: the card's own colour
-            previous_.push_back(doc_->card(number) ? doc_->card(number)->answer : CardAnswer{});
-            localSent.push_back(sent[i]);
-        } else {
-            if (!byConnection.contains(sent[i].engine)) connectionsUsed << sent[i].engine;
-            byConnection[sent[i].engine].first.push_back(cards[i]);
-            byConnection[sent[i].engine].second.push_back(sent[i]);
-        }
-        doc_->startAnswer(number);
-        cards[i]->setRunning(true);
+        g.connection = name;
+        g.cards.push_back(cards[i]);
+        g.rowOfCard.push_back(number - 1);  // gauges and pack view: the card's own colour
+        g.sent.push_back(sent[i]);
+        g.previous.push_back(doc_->card(number) ? doc_->card(number)->answer : CardAnswer{});
     }
-    sent_ = localSent;
     gauges_->startRun();
-    starting_ = true;
-    if (!localSent.isEmpty()) {
-        kev::GenerationRequest request = boardRequest(localSent, board);
-        request.logprobs = kTopAlternatives;  // the comparison view's colours and alternatives
-        localRunning_ = true;
-        engine_->run(request, rowOfCard_);
+    for (const QString& name : order) {
+        Group g = byEngine.take(name);
+        g.lane = laneFor(name, nullptr);  // problemOf checked the connection
+        for (const auto& card : g.cards) {
+            doc_->startAnswer(card->number());
+            card->setRunning(true);
+        }
+        kev::GenerationRequest request = boardRequest(g.sent, board);
+        // The comparison view's colours and alternatives (token ids: the local model's).
+        if (name.isEmpty()) request.logprobs = kTopAlternatives;
+        startGroup(std::move(g), request);
     }
-    for (const QString& name : connectionsUsed)
-        startRemote(name, byConnection[name].first, byConnection[name].second, board);
-    starting_ = false;
-    maybeEnd();  // every remote card may have failed at once
     return true;
 }
 
-void RunController::startRemote(const QString& connection, const QVector<QuestionCard*>& cards,
-                                const QVector<CardSettings>& sent, const BoardInputs& board) {
-    const kevremote::Connection c = *connections_->resolve(connection);  // problemOf checked it
-    QVector<kevremote::RemoteCard> requests;
-    for (const CardSettings& s : sent) requests.push_back(remoteCard(s, board));
-    RemoteGroup g;
-    g.connection = connection;
-    g.run = std::make_unique<kevremote::RemoteRun>(c, requests);
-    for (QuestionCard* card : cards) g.cards.push_back(card);
-    g.sent = sent;
-    g.board = board;
-    const int group = static_cast<int>(remote_.size());
-    connect(g.run.get(), &kevremote::RemoteRun::textArrived, this, [this, group](int i, const QString& delta) {
-        RemoteGroup& grp = remote_[static_cast<std::size_t>(group)];
-        QuestionCard* card = grp.cards.value(i);
-        if (!card) return;  // removed during the run
-        const kevremote::CardOutcome& o = grp.run->outcome(i);
-        doc_->appendAnswer(card->number(), delta);
-        doc_->setProgress(card->number(), o.tokens, o.tokens_per_s, o.time_to_first_token_s);
-        if (o.tokens > 2) gauges_->addStep(0.0, {{card->number() - 1, o.tokens_per_s}});
-        Q_EMIT answersChanged();
-    });
-    connect(g.run.get(), &kevremote::RemoteRun::cardFinished, this, [this, group](int i) { onRemoteCardDone(group, i); });
-    // The server's own figures, polled while its cards run (and once more at the end).
-    g.poller = new kevremote::MetricsPoller(c, 1000, this);
-    connect(g.poller, &kevremote::MetricsPoller::figures, this, [this, connection](const kevremote::ServerFigures& f) {
-        gauges_->setServerFigures(connection, f.describe());
-    });
-    connect(g.poller, &kevremote::MetricsPoller::unavailable, this, [this, connection](const QString& why) {
-        gauges_->setServerFigures(connection, QStringLiteral("nothing (%1)").arg(why));
-    });
-    g.poller->start();
-    remote_.push_back(std::move(g));
-    remote_.back().run->start();
+EngineLane* RunController::laneFor(const QString& connection, QuestionCard* card) {
+    if (connection.isEmpty()) return engine_;
+    const auto c = connections_ ? connections_->resolve(connection) : std::nullopt;
+    if (!c) {
+        if (card) card->showMessage(QStringLiteral("Cannot run: the engine '%1' is not a saved connection here.").arg(connection));
+        return nullptr;
+    }
+    // A lane (a thread) per group and run: it ends with the run.
+    auto* lane = new AnswerLane(std::make_unique<kevremote::RemoteEngine>(*c), this);
+    watch(lane);
+    return lane;
 }
 
-void RunController::onRemoteCardDone(int group, int i) {
-    RemoteGroup& g = remote_[static_cast<std::size_t>(group)];
-    const kevremote::CardOutcome& o = g.run->outcome(i);
-    if (QuestionCard* card = g.cards.value(i)) {
-        const int number = card->number();
-        CardAnswer a;
-        a.text = o.text;
-        a.generatedTokens = o.tokens;
-        a.tokensPerS = o.tokens_per_s;
-        a.timeToFirstTokenS = o.time_to_first_token_s;
-        switch (o.state) {
-            case kevremote::CardState::Finished:
-                a.finish = o.finish_reason == QLatin1String("length") ? QString::fromLatin1(kev::to_string(kev::FinishReason::MaxTokens))
-                         : o.finish_reason == QLatin1String("stop")   ? QString::fromLatin1(kev::to_string(kev::FinishReason::EndOfSequence))
-                                                                      : o.finish_reason;
-                break;
-            case kevremote::CardState::Stopped: a.finish = QString::fromLatin1(kev::to_string(kev::FinishReason::Cancelled)); break;
-            default: a.finish = QStringLiteral("failed");
-        }
-        a.seedUsed = g.sent.value(i).seed;
-        a.ranWith = g.sent.value(i);
-        a.ranWithSharedContext = g.board.sharedContext;
-        a.ranWithSystem = g.board.system;
-        if (const auto saved = connections_ ? connections_->find(g.connection) : std::nullopt)
-            a.ranWithModel = QStringLiteral("%1: %2 at %3").arg(g.connection, saved->model, saved->base.toString());
-        a.ranWithKev = QString::fromStdString(kev::engine_info().kev_version);
-        doc_->setAnswer(number, a);
-        card->setRunning(false);
-        if (o.state == kevremote::CardState::Failed)
-            card->showMessage(QStringLiteral("The server did not answer this card: %1").arg(o.error));
+void RunController::startGroup(Group g, const kev::GenerationRequest& request) {
+    if (!g.connection.isEmpty() && kind_ == Kind::Pack) {
+        // The server's own figures, polled while its cards run (and once more at the end).
+        const kevremote::Connection c = *connections_->resolve(g.connection);
+        g.poller = new kevremote::MetricsPoller(c, 1000, this);
+        const QString name = g.connection;
+        connect(g.poller, &kevremote::MetricsPoller::figures, this, [this, name](const kevremote::ServerFigures& f) {
+            gauges_->setServerFigures(name, f.describe());
+        });
+        connect(g.poller, &kevremote::MetricsPoller::unavailable, this, [this, name](const QString& why) {
+            gauges_->setServerFigures(name, QStringLiteral("nothing (%1)").arg(why));
+        });
+        g.poller->start();
     }
-    Q_EMIT answersChanged();
-    if (g.run->finished()) {
-        g.done = true;
-        maybeEnd();
-    }
+    groups_.push_back(std::make_unique<Group>(std::move(g)));
+    Group& started = *groups_.back();
+    started.id = started.lane->run(request, started.rowOfCard);
 }
 
 void RunController::maybeEnd() {
-    if (starting_ || localRunning_ || ending_) return;
-    for (const RemoteGroup& g : remote_)
-        if (!g.done) return;
-    if (remote_.empty()) return endRun();  // the local pack's end is already a queued signal
-    // The last remote card may have ended inside a RemoteRun's signal, or inside stop():
-    // the run ends from the event loop, and counts as running until then.
-    ending_ = true;
-    QMetaObject::invokeMethod(this, [this] {
-        ending_ = false;
-        for (RemoteGroup& g : remote_) {
-            g.run.release()->deleteLater();
-            if (g.poller) {
-                g.poller->stop();
-                g.poller->pollNow();  // the figures as the run ended
-                QTimer::singleShot(10000, g.poller, &QObject::deleteLater);
-            }
+    for (const auto& g : groups_)
+        if (!g->done) return;
+    for (const auto& g : groups_) {
+        // A server's lane ends with its run (later: it may be inside its own signal now).
+        if (g->lane != engine_) g->lane->deleteLater();
+        if (g->poller) {
+            g->poller->stop();
+            g->poller->pollNow();  // the figures as the run ended
+            QTimer::singleShot(10000, g->poller, &QObject::deleteLater);
         }
-        remote_.clear();
-        endRun();
-    }, Qt::QueuedConnection);
+    }
+    endRun();
 }
 
 bool RunController::replay(QuestionCard* card, const QString& sharedContext, const QString& system) {
     if (running()) return false;
     const CardState* recorded = doc_->card(card->number());
     if (!recorded) return false;
-    if (!engine_->hasModel() && !(recorded->answer.ranWith && !recorded->answer.ranWith->engine.isEmpty())) return false;
     const CardAnswer packed = recorded->answer;
-    if (packed.ranWith && !packed.ranWith->engine.isEmpty()) return replayRemote(card, packed);
-    if (packed.tokens.isEmpty() || !packed.seedUsed) {
+    const QString engine = packed.ranWith ? packed.ranWith->engine : QString();
+    if (engine.isEmpty() && !engine_->hasModel()) return false;
+    const bool tokenIds = engine.isEmpty();
+    if (packed.finish == QLatin1String("failed") || !packed.seedUsed ||
+        (tokenIds ? packed.tokens.isEmpty() : packed.text.isEmpty())) {
         card->showMessage(QStringLiteral("Nothing to replay: run the card first."));
         return false;
     }
+    Group g;
+    g.lane = laneFor(engine, card);
+    if (!g.lane) return false;
     // The inputs the answer ran with, not the card as it is now: an edit made since must
     // not read as an isolation failure.
     BoardInputs board = board_;
@@ -309,98 +259,50 @@ bool RunController::replay(QuestionCard* card, const QString& sharedContext, con
     board.system = system;
     const kev::GenerationRequest request = replayRequest(packed, recorded->settings, board);
     kind_ = Kind::Replay;
-    cards_ = {card};
-    rowOfCard_ = {card->number() - 1};
-    card->showMessage(QStringLiteral("Replaying alone…"), Tone::Note);
-    engine_->run(request, rowOfCard_);
-    return true;
-}
-
-// A server's card alone: the same request again, by itself. Servers give no token ids in
-// the stream, so the texts are compared: the board then shows whether this server gives
-// a card the same answer alone as in a batch.
-bool RunController::replayRemote(QuestionCard* card, const CardAnswer& packed) {
-    const CardSettings& then = *packed.ranWith;
-    const auto c = connections_ ? connections_->resolve(then.engine) : std::nullopt;
-    if (!c) {
-        card->showMessage(QStringLiteral("Cannot replay: the engine '%1' is not a saved connection here.").arg(then.engine));
-        return false;
-    }
-    if (packed.text.isEmpty() || packed.finish == QLatin1String("failed")) {
-        card->showMessage(QStringLiteral("Nothing to replay: run the card first."));
-        return false;
-    }
-    BoardInputs board = board_;
-    board.sharedContext = packed.ranWithSharedContext;
-    board.system = packed.ranWithSystem;
-    CardSettings s = then;
-    s.maxNewTokens = std::max<int>(1, static_cast<int>(packed.generatedTokens));  // the same length to compare
-    kind_ = Kind::Replay;
-    cards_.clear();
-    rowOfCard_.clear();
-    ending_ = true;  // running() until the verdict is shown
-    auto* run = new kevremote::RemoteRun(*c, {remoteCard(s, board)}, this);
-    QPointer<QuestionCard> target(card);
-    const QString name = then.engine, before = packed.text;
-    connect(run, &kevremote::RemoteRun::allFinished, this, [this, run, target, name, before] {
-        const kevremote::CardOutcome o = run->outcome(0);
-        run->deleteLater();
-        ending_ = false;
-        if (target) {
-            if (o.state != kevremote::CardState::Finished)
-                target->showMessage(QStringLiteral("Replay on %1 failed: %2").arg(name, o.error));
-            else if (o.text == before)
-                target->showMessage(QStringLiteral("Alone on %1: the same text as in the batch ✓").arg(name), Tone::Note);
-            else
-                target->showMessage(QStringLiteral("Alone on %1 the text differs from the batch: %2 (this server is not "
-                                                   "batch-invariant with these settings)")
-                                        .arg(name, divergenceText(before, o.text)));
-        }
-        endRun();
-    });
-    card->showMessage(QStringLiteral("Replaying alone on %1…").arg(name), Tone::Note);
-    run->start();
+    g.connection = engine;
+    g.cards = {card};
+    g.rowOfCard = {card->number() - 1};
+    card->showMessage(engine.isEmpty() ? QStringLiteral("Replaying alone…") : QStringLiteral("Replaying alone on %1…").arg(engine),
+                      Tone::Note);
+    startGroup(std::move(g), request);
     return true;
 }
 
 bool RunController::runRequest(const kev::GenerationRequest& request) {
     if (running() || !engine_->hasModel()) return false;
     kind_ = Kind::Request;
-    cards_.clear();
-    rowOfCard_.clear();
-    QVector<int> rows;
-    for (std::size_t i = 0; i < request.cards.size(); ++i) rows.push_back(static_cast<int>(i));
-    engine_->run(request, rows);
+    Group g;
+    g.lane = engine_;
+    for (std::size_t i = 0; i < request.cards.size(); ++i) g.rowOfCard.push_back(static_cast<int>(i));
+    startGroup(std::move(g), request);
     return true;
 }
 
 void RunController::stop() {
-    engine_->cancel();
-    for (std::size_t i = 0; i < remote_.size(); ++i)
-        if (!remote_[i].done) remote_[i].run->stopAll();
+    for (const auto& g : groups_)
+        if (!g->done) g->lane->cancel();
 }
 
 void RunController::stopCard(QuestionCard* card) {
-    const int i = cards_.indexOf(card);
-    if (i >= 0) engine_->cancelCard(i);
-    for (std::size_t g = 0; g < remote_.size(); ++g)
-        if (const int r = remote_[g].cards.indexOf(card); r >= 0 && !remote_[g].done) remote_[g].run->stop(r);
+    for (const auto& g : groups_)
+        if (const int i = g->cards.indexOf(card); i >= 0 && !g->done) g->lane->cancelCard(i);
 }
 
-void RunController::onRunStarted(RunId, const PackPreview& pack) {
+void RunController::onRunStarted(Group&, const PackPreview& pack) {
     if (kind_ == Kind::Request) return;
     if (kind_ == Kind::Pack) packView_->setPreview(pack);
     gauges_->setCacheBytes(pack.kvEstimateBytes, GaugePanel::Figure::Planned);
 }
 
-void RunController::onStep(RunId, const kev::StepEvent& event) {
+void RunController::onStep(Group& g, const kev::StepEvent& event) {
+    const bool local = g.connection.isEmpty();
     // The toolbar's LoRA label describes the board's last pack, not a one-card replay.
-    if (event.step == 0 && kind_ == Kind::Pack) Q_EMIT loraMode(QString::fromLatin1(kev::to_string(event.lora_mode)));
+    if (event.step == 0 && kind_ == Kind::Pack && local) Q_EMIT loraMode(QString::fromLatin1(kev::to_string(event.lora_mode)));
     if (kind_ != Kind::Pack) return;  // a replay's card keeps showing its packed answer
     QVector<QPair<int, double>> rates;
     for (const kev::CardUpdate& u : event.updates) {
-        if (u.card < 0 || u.card >= cards_.size()) continue;
-        QuestionCard* card = cards_[u.card];
+        if (u.card < 0 || u.card >= g.cards.size()) continue;
+        QuestionCard* card = g.cards[u.card];
         if (!card) continue;  // removed during the run
         const int number = card->number();
         doc_->appendAnswer(number, QString::fromStdString(u.text));
@@ -413,19 +315,58 @@ void RunController::onStep(RunId, const kev::StepEvent& event) {
                 doc_->setAnswer(number, a);
             }
         }
-        rates.push_back({rowOfCard_.value(u.card), u.stats.tokens_per_s});
+        // A server's first pieces divide a token or two by a tiny time: left out of the plot.
+        if (local || u.stats.generated_tokens > 2) rates.push_back({g.rowOfCard.value(u.card), u.stats.tokens_per_s});
     }
     // The first decode steps divide a handful of tokens by a tiny time: a spike that would
-    // flatten the rest of the plot. The rate is shown from the third forward on.
+    // flatten the rest of the plot. The pack's rate is shown from the third forward on
+    // (a server's streams have no pack rate of their own: theirs is per card).
     constexpr std::int64_t kFirstSteadyStep = 2;
-    gauges_->addStep(event.step >= kFirstSteadyStep ? event.aggregate_tokens_per_s : 0.0, rates);
+    if (!local && rates.isEmpty()) return;
+    gauges_->addStep(local && event.step >= kFirstSteadyStep ? event.aggregate_tokens_per_s : 0.0, rates);
     Q_EMIT answersChanged();
 }
 
-void RunController::showReplayVerdict(QuestionCard* card, const kev::CardResult& solo) {
-    const CardState* recorded = doc_->card(card->number());
+CardAnswer RunController::recordedAnswer(const Group& g, int i, const kev::CardResult& r) const {
+    CardAnswer a = answerFrom(r);
+    if (i >= g.sent.size()) return a;
+    a.ranWith = g.sent[i];
+    a.ranWith->seed = a.seedUsed;
+    a.ranWithSharedContext = sentBoard_.sharedContext;
+    a.ranWithSystem = sentBoard_.system;
+    a.ranWithKev = QString::fromStdString(kev::engine_info().kev_version);
+    if (g.connection.isEmpty()) {
+        a.ranWithLoraScale = sentBoard_.loraScale;
+        a.ranWithAdapter = a.ranWith->lora.value_or(false) ? sentBoard_.adapter : QString();
+        a.ranWithModel = engine_->model().path;
+        a.ranWithModelHash = engine_->model().sha256;
+        a.ranWithWeights = engine_->model().weightFormats;
+    } else {
+        a.ranWithModel = QStringLiteral("%1: %2").arg(g.connection, g.lane->describe());
+    }
+    return a;
+}
+
+void RunController::showReplayVerdict(const Group& g, const kev::CardResult& solo) {
+    QuestionCard* card = g.cards.value(0);
+    const CardState* recorded = card ? doc_->card(card->number()) : nullptr;
     if (!recorded) return;
     const CardAnswer& answer = recorded->answer;
+    const QString alone = QString::fromStdString(solo.text);
+    if (!g.lane->givesTokenIds()) {
+        // Servers give no token ids in the stream: the texts are compared. The board then
+        // shows whether this server gives a card the same answer alone as in a batch.
+        const QString& name = g.connection;
+        if (solo.finish == kev::FinishReason::Failed)
+            card->showMessage(QStringLiteral("Replay on %1 failed: %2").arg(name, QString::fromStdString(solo.error)));
+        else if (alone == answer.text)
+            card->showMessage(QStringLiteral("Alone on %1: the same text as in the batch ✓").arg(name), Tone::Note);
+        else
+            card->showMessage(QStringLiteral("Alone on %1 the text differs from the batch: %2 (this server is not "
+                                             "batch-invariant with these settings)")
+                                  .arg(name, divergenceText(answer.text, alone)));
+        return;
+    }
     const QVector<int>& packed = answer.tokens;
     const qsizetype soloSize = static_cast<qsizetype>(solo.tokens.size());
     const qsizetype common = std::min(packed.size(), soloSize);
@@ -443,40 +384,33 @@ void RunController::showReplayVerdict(QuestionCard* card, const kev::CardResult&
         // The texts where they part (packed | alone), then the token ids.
         card->showMessage(QStringLiteral("Solo replay differs at token %1: %2 (packed id %3, alone id %4)")
                               .arg(diff + 1)
-                              .arg(divergenceText(answer.text, QString::fromStdString(solo.text)))
+                              .arg(divergenceText(answer.text, alone))
                               .arg(packed[diff])
                               .arg(solo.tokens[static_cast<std::size_t>(diff)]));
     }
 }
 
-void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
+void RunController::onRunFinished(Group& g, const kev::GenerationResult& result) {
+    g.done = true;
     if (kind_ == Kind::Request) {
         Q_EMIT requestFinished(result);  // before runDone: the result is shown when the run is over
-        endRun();
-        return;
+        return maybeEnd();
     }
     if (kind_ == Kind::Replay) {
-        if (QuestionCard* card = cards_.value(0); card && !result.cards.empty())
-            showReplayVerdict(card, result.cards.front());
-    } else {
-        for (std::size_t i = 0; i < result.cards.size() && static_cast<int>(i) < cards_.size(); ++i) {
-            if (QuestionCard* card = cards_[static_cast<int>(i)]) {
-                CardAnswer a = answerFrom(result.cards[i]);
-                if (static_cast<int>(i) < sent_.size()) {
-                    a.ranWith = sent_[static_cast<int>(i)];
-                    a.ranWith->seed = a.seedUsed;
-                    a.ranWithSharedContext = sentBoard_.sharedContext;
-                    a.ranWithSystem = sentBoard_.system;
-                    a.ranWithLoraScale = sentBoard_.loraScale;
-                    a.ranWithAdapter = a.ranWith->lora.value_or(false) ? sentBoard_.adapter : QString();
-                    a.ranWithModel = engine_->model().path;
-                    a.ranWithModelHash = engine_->model().sha256;
-                    a.ranWithWeights = engine_->model().weightFormats;
-                    a.ranWithKev = QString::fromStdString(kev::engine_info().kev_version);
-                }
-                doc_->setAnswer(card->number(), a);
-            }
-        }
+        if (!result.cards.empty()) showReplayVerdict(g, result.cards.front());
+        return maybeEnd();
+    }
+    for (std::size_t i = 0; i < result.cards.size() && static_cast<int>(i) < g.cards.size(); ++i) {
+        QuestionCard* card = g.cards[static_cast<int>(i)];
+        if (!card) continue;
+        const kev::CardResult& r = result.cards[i];
+        doc_->setAnswer(card->number(), recordedAnswer(g, static_cast<int>(i), r));
+        card->setRunning(false);
+        if (r.finish == kev::FinishReason::Failed)
+            card->showMessage(QStringLiteral("The server did not answer this card: %1").arg(QString::fromStdString(r.error)));
+    }
+    Q_EMIT answersChanged();
+    if (g.connection.isEmpty()) {
         gauges_->setCacheBytes(result.cache_bytes, GaugePanel::Figure::Measured);
         // Cards stopped by Esc or their Stop button are not "answered".
         int stopped = 0;
@@ -490,49 +424,40 @@ void RunController::onRunFinished(RunId, const kev::GenerationResult& result) {
                                  .arg(result.prefill_tokens)
                                  .arg(result.prefill_s, 0, 'f', 2)
                                  .arg(result.steps));
-        localRunning_ = false;
-        maybeEnd();
-        return;
     }
-    endRun();
+    maybeEnd();
 }
 
-void RunController::onRunFailed(RunId, const QString& message) {
+void RunController::onRunFailed(Group& g, const QString& message) {
+    g.done = true;
     if (kind_ == Kind::Request) {
         Q_EMIT requestFailed(message);
-        endRun();
-        return;
+        return maybeEnd();
     }
-    if (kind_ == Kind::Replay && cards_.value(0)) cards_.value(0)->clearMessage();
+    if (kind_ == Kind::Replay && g.cards.value(0)) g.cards.value(0)->clearMessage();
     bool restored = false;
     if (kind_ == Kind::Pack) {
         // Nothing was answered: every card gets back the answer it had.
-        for (int i = 0; i < cards_.size() && i < previous_.size(); ++i) {
-            if (QuestionCard* card = cards_[i]) {
-                doc_->setAnswer(card->number(), previous_[i]);
-                restored = restored || !previous_[i].text.isEmpty();
+        for (int i = 0; i < g.cards.size() && i < g.previous.size(); ++i) {
+            if (QuestionCard* card = g.cards[i]) {
+                doc_->setAnswer(card->number(), g.previous[i]);
+                card->setRunning(false);
+                restored = restored || !g.previous[i].text.isEmpty();
             }
         }
     }
-    Q_EMIT windowMessage(QStringLiteral("The run failed: %1%2")
-                             .arg(message, restored ? QStringLiteral(" (the previous answers are kept)") : QString()),
+    const QString where = g.connection.isEmpty() ? QString() : QStringLiteral(" on %1").arg(g.connection);
+    Q_EMIT windowMessage(QStringLiteral("The run%1 failed: %2%3")
+                             .arg(where, message, restored ? QStringLiteral(" (the previous answers are kept)") : QString()),
                          Tone::Error);
-    if (kind_ == Kind::Pack) {
-        localRunning_ = false;
-        for (QuestionCard* card : cards_)
-            if (card) card->setRunning(false);
-        maybeEnd();  // the remote cards go on
-        return;
-    }
-    endRun();
+    maybeEnd();  // the other engines' cards go on
 }
 
 void RunController::endRun() {
-    for (QuestionCard* card : cards_)
-        if (card) card->setRunning(false);
-    cards_.clear();
-    rowOfCard_.clear();
-    previous_.clear();
+    for (const auto& g : groups_)
+        for (QuestionCard* card : g->cards)
+            if (card) card->setRunning(false);
+    groups_.clear();
     Q_EMIT answersChanged();
     Q_EMIT runDone();
 }

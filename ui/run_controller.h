@@ -1,6 +1,8 @@
-// Runs the cards: builds a request from them, streams the worker's events back into
+// Runs the cards: builds a request from them, streams the engines' events back into
 // them, and compares a solo replay with the packed run. MainWindow owns one and only
-// forwards to it; the widgets it feeds never see the engine.
+// forwards to it; the widgets it feeds never see the engine. Every group of cards goes
+// to an EngineLane (the local model's, or one per server connection) and comes back as
+// the same events: nothing below the lane choice knows which engine answered.
 #pragma once
 
 #include <QList>
@@ -18,13 +20,13 @@
 namespace kevremote {
 class ConnectionStore;
 class MetricsPoller;
-class RemoteRun;
 }  // namespace kevremote
 
 namespace kevui {
 
 class BoardDocument;
 class EngineHost;
+class EngineLane;
 class GaugePanel;
 class PackView;
 class QuestionCard;
@@ -84,46 +86,45 @@ Q_SIGNALS:
     void requestFailed(const QString& message);
 
 private:
-    void onRunStarted(RunId id, const PackPreview& pack);
-    void onStep(RunId id, const kev::StepEvent& event);
-    void onRunFinished(RunId id, const kev::GenerationResult& result);
-    void onRunFailed(RunId id, const QString& message);
-    void showReplayVerdict(QuestionCard* card, const kev::CardResult& solo);
-    void endRun();
-    // Remote cards: one RemoteRun per connection, streaming into the cards.
-    void startRemote(const QString& connection, const QVector<QuestionCard*>& cards, const QVector<CardSettings>& sent,
-                     const BoardInputs& board);
-    void onRemoteCardDone(int group, int card);
+    enum class Kind { Pack, Replay, Request };
+    // Cards sent to one lane in one run: request card i answers into cards[i] (a card
+    // removed mid-run becomes null).
+    struct Group {
+        EngineLane* lane = nullptr;
+        QString connection;            // empty: the local model
+        RunId id = 0;
+        QVector<QPointer<QuestionCard>> cards;
+        QVector<int> rowOfCard;        // request card -> its place in the row (gauge colours)
+        // The inputs as sent, recorded into each answer; and the answers the cards had
+        // before, put back if the run fails (a run that fails destroys nothing).
+        QVector<CardSettings> sent;
+        QVector<CardAnswer> previous;
+        QPointer<kevremote::MetricsPoller> poller;  // a server's own figures
+        bool done = false;
+    };
+
+    void watch(EngineLane* lane);
+    Group* groupOf(const EngineLane* lane, RunId id);
+    // The lane for `connection` (empty: the local model's); null with a message on `card`
+    // when the connection is not saved here.
+    EngineLane* laneFor(const QString& connection, QuestionCard* card);
+    void startGroup(Group g, const kev::GenerationRequest& request);
+    void onRunStarted(Group& g, const PackPreview& pack);
+    void onStep(Group& g, const kev::StepEvent& event);
+    void onRunFinished(Group& g, const kev::GenerationResult& result);
+    void onRunFailed(Group& g, const QString& message);
+    CardAnswer recordedAnswer(const Group& g, int i, const kev::CardResult& r) const;
+    void showReplayVerdict(const Group& g, const kev::CardResult& solo);
     void maybeEnd();
-    bool replayRemote(QuestionCard* card, const CardAnswer& packed);
+    void endRun();
 
     EngineHost* engine_;
     BoardDocument* doc_;
     GaugePanel* gauges_;
     PackView* packView_;
-    enum class Kind { Pack, Replay, Request };
     Kind kind_ = Kind::Pack;
-    // Request card i answers into cards_[i]; a card removed mid-run becomes null.
-    QVector<QPointer<QuestionCard>> cards_;
-    QVector<int> rowOfCard_;  // request card -> its place in the row (gauge colours)
-    // A pack's inputs as sent, recorded into each answer; and the answers the cards had
-    // before, put back if the run fails (a run that fails destroys nothing).
-    QVector<CardSettings> sent_;
     BoardInputs sentBoard_;
-    QVector<CardAnswer> previous_;
-    bool localRunning_ = false;   // the local engine runs this controller's pack
-    bool starting_ = false;       // runAll is starting the runs: none may end the whole run yet
-    bool ending_ = false;         // every card is done; the run ends from the event loop
-    struct RemoteGroup {
-        QString connection;
-        std::unique_ptr<kevremote::RemoteRun> run;
-        QVector<QPointer<QuestionCard>> cards;
-        QVector<CardSettings> sent;
-        BoardInputs board;
-        QPointer<kevremote::MetricsPoller> poller;  // its server's /metrics
-        bool done = false;
-    };
-    std::vector<RemoteGroup> remote_;
+    std::vector<std::unique_ptr<Group>> groups_;  // this run's (stable addresses for the lanes' events)
     const kevremote::ConnectionStore* connections_ = nullptr;
     bool problemsShown_ = false;  // the window says "Nothing ran: N card(s) need attention"
     BoardInputs board_;  // the toolbar's LoRA choice and adapter

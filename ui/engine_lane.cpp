@@ -1,0 +1,79 @@
+#include "engine_lane.h"
+
+namespace kevui {
+
+RunId EngineLane::run(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest) {
+    if (cancel_) cancel_->cancel_all();  // a newer run supersedes the old one
+    current_ = nextRun_++;
+    cancel_ = std::make_shared<kev::CancelFlags>(request.cards.size());
+    start(current_, request, cancel_, cardOfRequest);
+    return current_;
+}
+
+void EngineLane::cancel() {
+    if (cancel_) cancel_->cancel_all();
+}
+
+void EngineLane::cancelCard(int requestCard) {
+    if (cancel_ && requestCard >= 0 && static_cast<std::size_t>(requestCard) < cancel_->size())
+        cancel_->cancel(static_cast<std::size_t>(requestCard));
+}
+
+void EngineLane::relay(LaneWorker* worker) {
+    connect(worker, &LaneWorker::runStarted, this, [this](RunId id, const PackPreview& pack) {
+        if (id == current_) Q_EMIT runStarted(id, pack);
+    });
+    connect(worker, &LaneWorker::stepArrived, this, [this](RunId id, const kev::StepEvent& event) {
+        if (id == current_) Q_EMIT stepArrived(id, event);
+    });
+    connect(worker, &LaneWorker::runFinished, this, [this](RunId id, const kev::GenerationResult& result) {
+        if (id != current_) return;
+        current_ = 0;
+        cancel_.reset();
+        Q_EMIT runFinished(id, result);
+    });
+    connect(worker, &LaneWorker::runFailed, this, [this](RunId id, const QString& message) {
+        if (id != current_) return;
+        current_ = 0;
+        cancel_.reset();
+        Q_EMIT runFailed(id, message);
+    });
+}
+
+void AnswerWorker::run(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel) {
+    try {
+        kev::RunOptions options;
+        options.cancel = cancel.get();
+        options.on_step = [this, id](const kev::StepEvent& event) { Q_EMIT stepArrived(id, event); };
+        const kev::GenerationResult result = engine_->answer(request, options);
+        Q_EMIT runFinished(id, result);
+    } catch (const std::exception& e) {
+        Q_EMIT runFailed(id, QString::fromStdString(e.what()));
+    }
+}
+
+AnswerLane::AnswerLane(std::unique_ptr<kev::AnswerEngine> engine, QObject* parent) : EngineLane(parent) {
+    registerEngineTypes();
+    describe_ = QString::fromStdString(engine->describe());
+    tokenIds_ = engine->gives_token_ids();
+    thread_.setObjectName(QStringLiteral("kev-lane"));
+    worker_ = new AnswerWorker(std::move(engine));
+    worker_->moveToThread(&thread_);
+    connect(this, &AnswerLane::requestRun, worker_, &AnswerWorker::run);
+    relay(worker_);
+    thread_.start();
+}
+
+AnswerLane::~AnswerLane() {
+    cancel();
+    thread_.quit();
+    thread_.wait();
+    delete worker_;  // its thread has ended: safe to destroy from here
+}
+
+void AnswerLane::start(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+                       const QVector<int>&) {
+    Q_EMIT requestRun(id, request, cancel);
+}
+
+}  // namespace kevui
