@@ -53,6 +53,15 @@ RemoteCard card(const QString& question, std::optional<double> temperature, std:
     return c;
 }
 
+// Python's http.server on 127.0.0.1 serving the files of `dir`: its port once `path`
+// answers 200, or 0 when it did not start.
+quint16 serveFolder(QProcess& web, const QString& dir, const QString& path) {
+    const quint16 port = freePort();
+    web.start(kevtest::python(), {"-m", "http.server", QString::number(port), "--bind", "127.0.0.1", "--directory", dir});
+    if (!web.waitForStarted(30000)) return 0;
+    return waitForHttp(QUrl(QStringLiteral("http://127.0.0.1:%1/%2").arg(port).arg(path)), 200, 30000) ? port : 0;
+}
+
 // Runs `run` to its end (every card finished, failed or stopped) within timeoutMs.
 bool finish(RemoteRun& run, int timeoutMs = 120000) {
     QSignalSpy all(&run, &RemoteRun::allFinished);
@@ -417,11 +426,9 @@ private Q_SLOTS:
         QVERIFY(page.open(QIODevice::WriteOnly));
         page.write("<html><body>Welcome to nginx!</body></html>");
         page.close();
-        const quint16 port = freePort();
         QProcess web;
-        web.start(kevtest::python(), {"-m", "http.server", QString::number(port), "--bind", "127.0.0.1", "--directory", dir.path()});
-        QVERIFY(web.waitForStarted(30000));
-        QVERIFY(waitForHttp(QUrl(QStringLiteral("http://127.0.0.1:%1/").arg(port)), 200, 30000));
+        const quint16 port = serveFolder(web, dir.path(), QString());
+        QVERIFY(port != 0);
         Connection c;
         c.base = QUrl(QStringLiteral("http://127.0.0.1:%1/").arg(port));
         c.model = "m";
@@ -558,11 +565,9 @@ private Q_SLOTS:
         QVERIFY(slots.open(QIODevice::WriteOnly));
         slots.write(QByteArray(5 * 1024 * 1024, '['));
         slots.close();
-        const quint16 port = freePort();
         QProcess web;
-        web.start(kevtest::python(), {"-m", "http.server", QString::number(port), "--bind", "127.0.0.1", "--directory", dir.path()});
-        QVERIFY(web.waitForStarted(30000));
-        QVERIFY(waitForHttp(QUrl(QStringLiteral("http://127.0.0.1:%1/slots").arg(port)), 200, 30000));
+        const quint16 port = serveFolder(web, dir.path(), QStringLiteral("slots"));
+        QVERIFY(port != 0);
         Connection c;
         c.base = QUrl(QStringLiteral("http://127.0.0.1:%1/v1").arg(port));
         MetricsPoller big(c, 1000);
