@@ -211,6 +211,28 @@ private Q_SLOTS:
         qInfo("plain completions: '%s'; chat: '%s'", qPrintable(completions), qPrintable(chat));
     }
 
+    // A card's own Stop closes only its request, and a card removed mid-run drops out;
+    // the others on the same server finish, and the run ends.
+    void aCardsStopEndsOnlyThatRemoteCard() {
+        kevui::MainWindow& w = *w_;
+        setBoard(w, {settings("Tell a long story about a dragon.", 0.8, 300, "llama"), settings("Name a fruit.", 0.0, 12, "llama"),
+                     settings("Tell a long story about a ship.", 0.8, 300, "llama")});
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QTRY_VERIFY_WITH_TIMEOUT(!w.cards()[0]->answer().text.isEmpty() && !w.cards()[2]->answer().text.isEmpty(), 60000);
+        Q_EMIT w.cards()[0]->stopRequested();  // its Stop button
+        w.removeCard(w.cards()[2]);
+        QVERIFY(done.wait(120000));
+        QVERIFY(!w.isRunning());
+        QCOMPARE(w.cards().size(), 2);
+        QCOMPARE(w.cards()[0]->answer().finish, QStringLiteral("cancelled"));
+        QVERIFY(w.cards()[0]->answer().generatedTokens < 300);
+        QVERIFY(!w.cards()[0]->answer().text.isEmpty());  // what came before the stop stays
+        QVERIFY2(!w.cards()[1]->answer().text.isEmpty(), qPrintable(w.cards()[1]->messageText()));
+        QVERIFY(w.cards()[1]->answer().finish != QStringLiteral("cancelled"));
+        QVERIFY(w.cards()[1]->answer().seedUsed.has_value());
+    }
+
     void aServerGoneFailsOnlyItsCards() {
         kevui::MainWindow& w = *w_;
         server_.kill();
