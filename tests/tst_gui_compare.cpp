@@ -288,6 +288,40 @@ private Q_SLOTS:
         QVERIFY(d.cellColor(7, 3).isValid());
     }
 
+    // A server's answer knows its tokens by their text only (no ids): beside a local one
+    // of the same model, the answers are aligned by token text; one that came without
+    // log-probabilities is named in the note; such details survive the workspace file.
+    void aServersAnswerAlignsByTokenText() {
+        QVector<CardState> cards = threeCards();
+        CardState& server = cards[1];  // card 5, as a server's answer
+        server.answer.tokens.clear();
+        for (TokenView& t : server.answer.details) {
+            t.id = -1;
+            for (auto& alt : t.top) alt.id = -1;
+        }
+        cards[2].answer.tokens.clear();  // card 7: a server's answer without logprobs
+        cards[2].answer.details.clear();
+        {
+            kevui::ComparisonDialog d(cards, nullptr);
+            d.selectCards({2, 5, 7});
+            QCOMPARE(d.divergence(), 3);
+            QCOMPARE(d.cellText(5, 3), QStringLiteral("·Lyon"));
+            QCOMPARE(d.cellText(2, 3), QStringLiteral("·Paris"));
+            QVERIFY(d.cellColor(5, 3).isValid());
+            QVERIFY2(d.noteText().contains(QStringLiteral("aligned by token text")), qPrintable(d.noteText()));
+            QVERIFY2(d.noteText().contains(QStringLiteral("Card 7 came from a server that sent no token log-probabilities")),
+                     qPrintable(d.noteText()));
+        }
+        kevui::Workspace w;
+        w.cards = cards;
+        QString error;
+        const std::optional<kevui::Workspace> back =
+            kevui::workspaceFromJson(QJsonDocument(kevui::toJson(w, kevui::WithAnswers::Yes)).toJson(), &error);
+        QVERIFY2(back, qPrintable(error));
+        QVERIFY(back->cards[1].answer.tokens.isEmpty());
+        QCOMPARE(back->cards[1].answer.details, server.answer.details);
+    }
+
     void aLargeBoard() {
         // 16 cards of 512 tokens: built, laid out and painted (the time is reported, not
         // checked: these machines are shared).

@@ -108,6 +108,9 @@ private Q_SLOTS:
             QVERIFY(a.generatedTokens > 0 && a.generatedTokens <= 16);
             QVERIFY(a.timeToFirstTokenS > 0.0);
             QCOMPARE(a.ranWithModel.contains("llama: "), i >= 2);  // the server's cards say where they ran
+            // The comparison view's details: token ids locally, the server's top_logprobs by text.
+            QVERIFY(!a.details.isEmpty() && !a.details[0].top.isEmpty());
+            QCOMPARE(a.tokens.isEmpty(), i >= 2);
         }
         // Kev's own figures and the server's, each said to be what it is.
         QVERIFY(w.gauges()->text().contains("measured by Kev"));

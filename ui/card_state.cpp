@@ -197,7 +197,10 @@ std::optional<Workspace> workspaceFromJson(const QByteArray& json, QString* erro
         const QJsonValue details = v.toObject().value(QStringLiteral("answer")).toObject().value(QStringLiteral("details"));
         if (!details.isUndefined()) {
             QString why;
-            std::optional<QVector<TokenView>> views = tokenViewsFromJson(details, c.answer.tokens, &why);
+            // A server's answer has no token ids: its details stand alone (ids -1).
+            const bool textOnly = c.answer.tokens.isEmpty() && details.isArray();
+            const QVector<int> ids = textOnly ? QVector<int>(details.toArray().size(), -1) : c.answer.tokens;
+            std::optional<QVector<TokenView>> views = tokenViewsFromJson(details, ids, &why);
             if (!views) {
                 if (error) *error = QStringLiteral("card %1: answer details: %2").arg(index + 1).arg(why);
                 return std::nullopt;

@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QHash>
+
 #include "card_colors.h"
 
 namespace kevui {
@@ -67,6 +69,9 @@ QString firstWords(const QString& text, int words = 7) {
     if (all.size() > words) out += QStringLiteral(" …");
     return out.isEmpty() ? QStringLiteral("(no question)") : out;
 }
+
+// An answer the grid can show: token ids, or (a server's) text.
+bool hasAnswer(const CardState& c) { return !c.answer.tokens.isEmpty() || !c.answer.text.isEmpty(); }
 
 // A token of an answer as a cell shows it: its text with visible whitespace, else its id.
 QString pieceText(const ComparedAnswer& a, int position) {
@@ -482,7 +487,7 @@ ComparisonDialog::ComparisonDialog(const QVector<CardState>& cards, QWidget* par
     fillCardList();
     QList<int> answered;
     for (const CardState& c : cards_)
-        if (!c.answer.tokens.isEmpty()) answered << c.number;
+        if (hasAnswer(c)) answered << c.number;
     selectCards(answered);
 }
 
@@ -492,7 +497,7 @@ void ComparisonDialog::fillCardList() {
     const QSignalBlocker block(list_);
     list_->clear();
     for (const CardState& c : cards_) {
-        const bool answered = !c.answer.tokens.isEmpty();
+        const bool answered = hasAnswer(c);
         // Two lines: which card and how it ran (the temperature its answer ran with), then
         // the question's first words (the whole question in the tooltip).
         auto* item = new QListWidgetItem(
@@ -576,21 +581,46 @@ void ComparisonDialog::rebuild() {
     QVector<ComparedAnswer> answers;
     QVector<QVector<int>> ids;
     QVector<int> withoutDetails;
+    QVector<int> withoutTokens;  // a server's answers without logprobs: nothing to align
+    bool anyTextOnly = false;    // a server's answer: its tokens known by their text only
     for (const CardState& c : cards_) {
         if (!selected.contains(c.number)) continue;
         ComparedAnswer a;
         a.number = c.number;
         a.color = cardColor(c.number - 1);
         a.ids = c.answer.tokens;
-        // Details that do not describe these ids (a hand-edited file) are not shown.
-        bool match = c.answer.details.size() == c.answer.tokens.size();
-        for (qsizetype i = 0; match && i < a.ids.size(); ++i) match = c.answer.details[i].id == a.ids[i];
-        if (match) a.details = c.answer.details;
+        if (a.ids.isEmpty() && !c.answer.details.isEmpty()) {
+            a.details = c.answer.details;
+            anyTextOnly = true;
+        } else {
+            // Details that do not describe these ids (a hand-edited file) are not shown.
+            bool match = c.answer.details.size() == c.answer.tokens.size();
+            for (qsizetype i = 0; match && i < a.ids.size(); ++i) match = c.answer.details[i].id == a.ids[i];
+            if (match) a.details = c.answer.details;
+        }
         if (a.details.isEmpty() && !a.ids.isEmpty()) withoutDetails << c.number;
+        if (a.details.isEmpty() && a.ids.isEmpty()) {
+            if (!c.answer.text.isEmpty()) withoutTokens << c.number;
+            continue;  // nothing to align
+        }
         a.finish = c.answer.finish;
-        ids << a.ids;
         answers << a;
     }
+    // With a server's answer among them, answers are aligned by their tokens' text (the
+    // same model on both sides has the same pieces): each distinct piece one number.
+    if (anyTextOnly) {
+        QHash<QString, int> pieces;
+        for (ComparedAnswer& a : answers) {
+            if (a.details.isEmpty()) continue;
+            a.ids.clear();
+            for (const TokenView& t : a.details) {
+                auto it = pieces.constFind(t.piece);
+                if (it == pieces.constEnd()) it = pieces.insert(t.piece, static_cast<int>(pieces.size()));
+                a.ids << -1 - it.value();
+            }
+        }
+    }
+    for (const ComparedAnswer& a : answers) ids << a.ids;
     alignment_ = alignTokens(ids);
 
     updateLegend();
@@ -604,6 +634,15 @@ void ComparisonDialog::rebuild() {
                    .arg(cardsWord(withoutDetails, true), withoutDetails.size() == 1 ? QStringLiteral("has")
                                                                                     : QStringLiteral("have"));
     }
+    if (!withoutTokens.isEmpty()) {
+        note += (note.isEmpty() ? QString() : QStringLiteral(" ")) +
+                QStringLiteral("%1 came from a server that sent no token log-probabilities: not shown token by token.")
+                    .arg(cardsWord(withoutTokens, true));
+    }
+    if (anyTextOnly)
+        note += (note.isEmpty() ? QString() : QStringLiteral(" ")) +
+                QStringLiteral("A server's answer names its tokens by their text: the answers are aligned by token text, "
+                               "and its entropies are lower bounds from the alternatives it sent.");
     note_->setText(note);
     note_->setVisible(!note.isEmpty());
 

@@ -34,9 +34,8 @@ CardAnswer answerFrom(const kev::CardResult& r) {
     a.timeToFirstTokenS = r.stats.time_to_first_token_s;
     a.seedUsed = r.seed;
     for (kev::TokenId t : r.tokens) a.tokens.push_back(t);
-    // A server's logprobs name tokens by text only: kept with the answer only where they
-    // belong to token ids.
-    if (!r.tokens.empty()) a.details = tokenViewsFrom(r);
+    // A server's answer has details without token ids (their text only).
+    a.details = tokenViewsFrom(r);
     return a;
 }
 
@@ -182,8 +181,8 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
             card->setRunning(true);
         }
         kev::GenerationRequest request = boardRequest(g.sent, board);
-        // The comparison view's colours and alternatives (token ids: the local model's).
-        if (name.isEmpty()) request.logprobs = kTopAlternatives;
+        // The comparison view's colours and alternatives (a server: its top_logprobs).
+        request.logprobs = kTopAlternatives;
         startGroup(std::move(g), request);
     }
     return true;

@@ -91,7 +91,9 @@ std::optional<TokenView> tokenViewFromJson(const QJsonValue& value, int id, QStr
             *why = QStringLiteral("%1 is not a [id, piece, logprob] list").arg(which);
             return std::nullopt;
         }
-        const std::optional<int> altId = tokenId(a.at(0));
+        // A server's answer (no token ids: id -1) names its alternatives by text, id -1 too.
+        const bool textOnly = id < 0 && a.at(0).isDouble() && a.at(0).toDouble() == -1.0;
+        const std::optional<int> altId = textOnly ? std::optional<int>(-1) : tokenId(a.at(0));
         if (!altId) {
             *why = QStringLiteral("%1: the id is not a token id").arg(which);
             return std::nullopt;

@@ -5,6 +5,7 @@
 #include <QTimer>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "kev/error.h"
@@ -69,7 +70,16 @@ kev::CardResult card_result(const CardOutcome& o, const RemoteCard& sent) {
         d.id = -1;  // a server's stream names the token by its text only
         d.piece = t.token.toStdString();
         d.logprob = static_cast<float>(t.logprob);
-        for (const auto& [token, lp] : t.top) d.top.push_back({-1, token.toStdString(), static_cast<float>(lp)});
+        // The server sends the top-K only: the entropy of those K and of the rest taken as
+        // one outcome, a lower bound of the distribution's (exact when the rest is nothing).
+        double rest = 1.0;
+        for (const auto& [token, lp] : t.top) {
+            d.top.push_back({-1, token.toStdString(), static_cast<float>(lp)});
+            const double p = std::exp(lp);
+            if (p > 0.0) d.entropy -= static_cast<float>(p * lp);
+            rest -= p;
+        }
+        if (rest > 1e-9) d.entropy -= static_cast<float>(rest * std::log(rest));
         r.details.push_back(std::move(d));
     }
     return r;

@@ -16,7 +16,7 @@ RemoteCard remote_card(const kev::GenerationRequest& request, const kev::CardReq
 // A finished request's outcome as the engine's result: the server's finish_reason
 // ("length" -> max tokens, "stop" -> end of sequence), a failure with its message, the
 // figures Kev measured from the stream, and the server's logprobs as token details
-// (their text only: a server sends no token ids).
+// (their text only: a server sends no token ids; the entropy a lower bound from its top-K).
 kev::CardResult card_result(const CardOutcome& outcome, const RemoteCard& sent);
 
 class RemoteEngine final : public kev::AnswerEngine {
