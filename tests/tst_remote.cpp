@@ -651,13 +651,20 @@ private Q_SLOTS:
         }
         QCOMPARE(result.cards[1].finish, kev::FinishReason::Cancelled);
         QVERIFY(result.cards[1].stats.generated_tokens < 300);
-        QCOMPARE(result.cards[0].finish, kev::FinishReason::MaxTokens);
-        // The drawn seed reproduces: the first card again, with the seed it reported.
+        for (std::size_t c : {0, 2}) {  // sampled: a short answer may end before its 12 tokens
+            QVERIFY(result.cards[c].finish == kev::FinishReason::MaxTokens ||
+                    result.cards[c].finish == kev::FinishReason::EndOfSequence);
+        }
+        // The drawn seed reproduces: the first card again with the seed it reported, twice
+        // alone (alone against alone: llama.cpp is not batch-invariant across pack sizes).
         kev::GenerationRequest again;
         again.cards.push_back(request.cards[0]);
         again.cards[0].sampling.seed = result.cards[0].seed;
         const kev::GenerationResult second = engine.answer(again, {});
-        QCOMPARE(kev::first_difference(engine, result.cards[0], second.cards[0]), std::int64_t{-1});
+        const kev::GenerationResult third = engine.answer(again, {});
+        QCOMPARE(second.cards[0].seed, result.cards[0].seed);
+        QVERIFY(!second.cards[0].text.empty());
+        QCOMPARE(kev::first_difference(engine, second.cards[0], third.cards[0]), std::int64_t{-1});
         kev::CardResult other = second.cards[0];
         other.text.insert(3, "x");
         QCOMPARE(kev::first_difference(engine, second.cards[0], other), std::int64_t{3});
