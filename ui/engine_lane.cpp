@@ -40,16 +40,21 @@ void EngineLane::relay(LaneWorker* worker) {
     });
 }
 
-void AnswerWorker::run(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel) {
+void LaneWorker::answer(RunId id, kev::AnswerEngine& engine, const kev::GenerationRequest& request,
+                        const CancelHandle& cancel, const std::function<void(const kev::PreparedPack&)>& on_prepared) {
     try {
         kev::RunOptions options;
         options.cancel = cancel.get();
         options.on_step = [this, id](const kev::StepEvent& event) { Q_EMIT stepArrived(id, event); };
-        const kev::GenerationResult result = engine_->answer(request, options);
+        const kev::GenerationResult result = engine.answer(request, options, on_prepared);
         Q_EMIT runFinished(id, result);
     } catch (const std::exception& e) {
         Q_EMIT runFailed(id, QString::fromStdString(e.what()));
     }
+}
+
+void AnswerWorker::run(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel) {
+    answer(id, *engine_, request, cancel);
 }
 
 AnswerLane::AnswerLane(std::unique_ptr<kev::AnswerEngine> engine, QObject* parent) : EngineLane(parent) {

@@ -14,6 +14,7 @@
 #include <QObject>
 #include <QThread>
 
+#include <functional>
 #include <memory>
 
 #include "engine_types.h"
@@ -24,6 +25,12 @@ namespace kevui {
 // Runs requests on its lane's thread and reports them, each event with its run id.
 class LaneWorker : public QObject {
     Q_OBJECT
+protected:
+    // Runs `request` on `engine` here and reports it: its steps, then its result or the
+    // failure's message. `on_prepared` as in AnswerEngine::answer.
+    void answer(RunId id, kev::AnswerEngine& engine, const kev::GenerationRequest& request, const CancelHandle& cancel,
+                const std::function<void(const kev::PreparedPack&)>& on_prepared = {});
+
 Q_SIGNALS:
     void runStarted(kevui::RunId id, const kevui::PackPreview& pack);  // the local engine's pack only
     void stepArrived(kevui::RunId id, const kev::StepEvent& event);

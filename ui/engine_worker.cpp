@@ -171,20 +171,18 @@ void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const Ca
         Q_EMIT runFailed(id, QStringLiteral("the LoRA adapter could not be used: %1").arg(loraError_));
         return;
     }
+    // request.logprobs > 0: token details for the comparison view. The answers' text is
+    // what the cards already show; the token ids stay for replay.
+    kev::TemperatureDefaults defaults;
     try {
-        kev::LocalEngine engine(*session_, kev::temperature_defaults_from_env());
-        kev::RunOptions options;
-        options.cancel = cancel.get();
-        options.on_step = [this, id](const kev::StepEvent& event) { Q_EMIT stepArrived(id, event); };
-        // request.logprobs > 0: token details for the comparison view.
-        kev::GenerationResult result = engine.answer(request, options, [&](const kev::PreparedPack& pack) {
-            Q_EMIT runStarted(id, makePreview(pack, cardOfRequest));
-        });
-        // The answers' text is what the cards already show; the token ids stay for replay.
-        Q_EMIT runFinished(id, result);
+        defaults = kev::temperature_defaults_from_env();  // KEV_TEMPERATURE may be malformed
     } catch (const std::exception& e) {
         Q_EMIT runFailed(id, messageOf(e));
+        return;
     }
+    kev::LocalEngine engine(*session_, defaults);
+    answer(id, engine, request, cancel,
+           [&](const kev::PreparedPack& pack) { Q_EMIT runStarted(id, makePreview(pack, cardOfRequest)); });
 }
 
 void EngineWorker::preview(quint64 id, const kev::GenerationRequest& request,
