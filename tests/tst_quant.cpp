@@ -1,4 +1,4 @@
-// 4-bit weights (kev/quant.h): NF4 round trip, GGUF Q4_0/Q4_1/Q4_K blocks kept exactly,
+// 4-bit weights (kev/quant.h): NF4 round trip, GGUF Q4_0/Q4_1/Q4_K/Q8_0 blocks kept exactly,
 // the fused kernel's paths against dequantize-then-multiply, the 4-bit forward against
 // fp32, and the isolation invariant in 4-bit.
 #include <QtTest>
@@ -52,29 +52,31 @@ std::vector<std::uint8_t> randomGgmlBlocks(kev::QuantFormat f, std::int64_t rows
     return bytes;
 }
 
-// A Qwen2-shaped random model 256 wide (Q4_K wants rows of 256), as a GGUF of Q4_K
-// blocks written the way llama.cpp lays them out (make_random_gguf.py --type Q4_K).
-QString q4kModelFile() {
+// A Qwen2-shaped random model 256 wide (Q4_K wants rows of 256), as a GGUF of `type`
+// (Q4_K or Q8_0) blocks written the way llama.cpp lays them out (make_random_gguf.py).
+QString keptModelFile(const QString& type = "Q4_K") {
     const QString dir = kevtest::workDir("quant-q4k-model");
-    const QString gguf = dir + "/model-q4_k.gguf";
+    const QString gguf = dir + "/model-" + type.toLower() + ".gguf";
     if (!QFile::exists(gguf)) {
-        kevtest::runReference("make_random_model.py", {"--preset", "tiny-qwen2", "--out", dir + "/hf", "--set",
-                                                       "hidden_size=256", "--set", "intermediate_size=512"});
-        kevtest::runReference("make_random_gguf.py", {"--model", dir + "/hf", "--out", gguf, "--type", "Q4_K"});
+        if (!QFile::exists(dir + "/hf/config.json"))
+            kevtest::runReference("make_random_model.py", {"--preset", "tiny-qwen2", "--out", dir + "/hf", "--set",
+                                                           "hidden_size=256", "--set", "intermediate_size=512"});
+        kevtest::runReference("make_random_gguf.py", {"--model", dir + "/hf", "--out", gguf, "--type", type});
     }
     return gguf;
 }
 
-// Random Q4_K blocks written and decoded by the gguf package (kquant_blocks.py): the
-// file's bytes of tensor "w" [rows, cols] and the package's float32 decoding.
+// Random Q4_K or Q8_0 blocks written and decoded by the gguf package (kquant_blocks.py):
+// the file's bytes of tensor "w" [rows, cols] and the package's float32 decoding.
 struct KBlocks {
     std::vector<std::uint8_t> bytes;
     at::Tensor reference;  // [rows, cols]
 };
-KBlocks q4kBlocks(std::int64_t rows, std::int64_t cols, unsigned seed) {
-    const QString path = kevtest::workDir("quant-q4k") + QString("/q4k-%1x%2-%3.gguf").arg(rows).arg(cols).arg(seed);
+KBlocks ggufBlocks(const QString& type, std::int64_t rows, std::int64_t cols, unsigned seed) {
+    const QString path = kevtest::workDir("quant-q4k") +
+                         QString("/%1-%2x%3-%4.gguf").arg(type.toLower()).arg(rows).arg(cols).arg(seed);
     if (!QFile::exists(path + ".f32"))
-        kevtest::runReference("kquant_blocks.py", {"--out", path, "--type", "Q4_K", "--rows", QString::number(rows),
+        kevtest::runReference("kquant_blocks.py", {"--out", path, "--type", type, "--rows", QString::number(rows),
                                                    "--cols", QString::number(cols), "--seed", QString::number(seed)});
     const auto g = kev::GgufFile::open(path.toStdString());
     const kev::GgufTensorInfo* info = g->find_tensor("w");
@@ -90,8 +92,8 @@ KBlocks q4kBlocks(std::int64_t rows, std::int64_t cols, unsigned seed) {
 }
 
 kev::QuantMatrix randomMatrix(kev::QuantFormat f, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
-    if (f == kev::QuantFormat::Q4_K) {
-        const KBlocks k = q4kBlocks(rows, cols, rng() % 1000);
+    if (f == kev::QuantFormat::Q4_K || f == kev::QuantFormat::Q8_0) {
+        const KBlocks k = ggufBlocks(f == kev::QuantFormat::Q4_K ? "Q4_K" : "Q8_0", rows, cols, rng() % 1000);
         return kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size(), rows, cols);
     }
     if (f == kev::QuantFormat::NF4) {
@@ -195,7 +197,13 @@ private Q_SLOTS:
         const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
         const kev::WeightMemory mem = kept->weights().memory();
         QVERIFY(mem.q4_1 > 0);
-        QVERIFY(mem.nf4 > 0);  // the tied head (Q8_0 embedding in the file) gets an NF4 copy
+        // The tied head keeps the file's Q8_0 embedding blocks (nothing re-quantized to
+        // NF4), and decodes to exactly the embedding the dense loader makes.
+        QCOMPARE(mem.nf4, std::int64_t{0});
+        QCOMPARE(kept->weights().lm_head.quant->format, kev::QuantFormat::Q8_0);
+        QCOMPARE(mem.q8_0, kept->weights().lm_head.quant->bytes());
+        QCOMPARE(mem.q8_0 * 32, kept->config().vocab_size * kept->config().hidden_size * 34);
+        QVERIFY(at::equal(kev::dequantize(*kept->weights().lm_head.quant, at::kFloat), dense->weights().embed));
         QCOMPARE(mem.dense_linear, std::int64_t{0});
         QCOMPARE(kept->weights().bytes(), mem.total());
         for (int l : {0, 29}) {
@@ -219,7 +227,7 @@ private Q_SLOTS:
     // unpacked to bytes).
     void q4kBlocksKeptEqualTheGgufPackage() {
         const std::int64_t rows = 7, cols = 768;
-        const KBlocks k = q4kBlocks(rows, cols, 3);
+        const KBlocks k = ggufBlocks("Q4_K", rows, cols, 3);
         QVERIFY(k.reference.defined());
         QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 256 * 144));
         const kev::QuantMatrix q = kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size(), rows, cols);
@@ -250,7 +258,7 @@ private Q_SLOTS:
     // load makes of the file, and the 4-bit forward with fp32 activations computes the fp32
     // forward of those weights (float rounding only).
     void q4kModelKeepsItsBlocks() {
-        const std::string path = q4kModelFile().toStdString();
+        const std::string path = keptModelFile().toStdString();
         const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
         const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
         const kev::WeightMemory mem = kept->weights().memory();
@@ -282,6 +290,74 @@ private Q_SLOTS:
         QCOMPARE(half->weights().memory().int8_kernel, std::int64_t{0});
     }
 
+    // Q8_0 kept as the file has it: a signed byte per weight and an fp16 d per 32 (the
+    // file's 8.5 bits a weight, nothing added), decoding to exactly what the gguf package
+    // decodes. Row layout only, CPU only.
+    void q8BlocksKeptEqualTheGgufPackage() {
+        const std::int64_t rows = 9, cols = 320;
+        const KBlocks k = ggufBlocks("Q8_0", rows, cols, 4);
+        QVERIFY(k.reference.defined());
+        QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 32 * 34));
+        const kev::QuantMatrix q = kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size(), rows, cols);
+        QVERIFY(q.byte_codes());
+        QCOMPARE(q.bytes(), static_cast<std::int64_t>(k.bytes.size()));
+        QVERIFY(at::equal(kev::dequantize(q, at::kFloat), k.reference));
+        at::Tensor own = at::empty({rows, cols});
+        kev::ggml_dequantize(kev::GgmlType::Q8_0, k.bytes.data(), own.data_ptr<float>(), rows * cols);
+        QVERIFY(at::equal(own, k.reference));
+        // Codes of both signs (they are signed bytes).
+        QCOMPARE(k.reference.min().item<float>() < 0 && k.reference.max().item<float>() > 0, true);
+        const kev::QuantMatrix p = kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size(), rows, cols,
+                                                        {8, 7, 6, 5, 4, 3, 2, 1, 0});
+        QVERIFY(at::equal(kev::dequantize(p, at::kFloat), k.reference.flip(0)));
+        QVERIFY(at::equal(kev::dequantize(kev::concat_rows({q, p}), at::kFloat), at::cat({k.reference, k.reference.flip(0)})));
+        QVERIFY(at::equal(kev::dequantize(q, 2, 5, at::kFloat), k.reference.narrow(0, 2, 3)));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size() - 1,
+                                                                  rows, cols));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size(),
+                                                                  rows * 2, cols / 2 + 16));  // rows of 176
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(kev::concat_rows({q, p, q, p, q, p, q, p})));
+        QVERIFY(!kev::prepare_quant(q, at::kBFloat16).interleaved);
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
+    }
+
+    // A GGUF of Q8_0 blocks in the 4-bit precision: every linear layer and the tied head
+    // keep them, decoding to the weights the fp32 load makes of the file, and the forward
+    // with fp32 activations is the fp32 forward of those weights (float rounding only).
+    // auto keeps them too.
+    void q8ModelKeepsItsBlocks() {
+        const std::string path = keptModelFile("Q8_0").toStdString();
+        const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
+        const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
+        const kev::WeightMemory mem = kept->weights().memory();
+        QVERIFY(mem.q8_0 > 0);
+        QCOMPARE(mem.nf4, std::int64_t{0});
+        QCOMPARE(mem.dense_linear, std::int64_t{0});
+        QCOMPARE(kept->weights().lm_head.quant->format, kev::QuantFormat::Q8_0);
+        const auto& k = kept->weights().layers[1];
+        const auto& d = dense->weights().layers[1];
+        for (const auto& [a, b] : {std::pair{&k.qkv, &d.qkv}, {&k.o, &d.o}, {&k.gate_up, &d.gate_up}, {&k.down, &d.down}}) {
+            QCOMPARE(a->quant->format, kev::QuantFormat::Q8_0);
+            QVERIFY(at::equal(kev::dequantize(*a->quant, at::kFloat), b->weight));
+        }
+        std::vector<std::int64_t> tokens;
+        for (int i = 0; i < 21; ++i) tokens.push_back((i * 53 + 7) % 512);
+        const at::Tensor got = promptLogits(*kept, tokens);
+        const at::Tensor ref = promptLogits(*dense, tokens);
+        const double diff = (got - ref).abs().max().item<double>(), scale = ref.abs().max().item<double>();
+        qInfo("q8_0 kept vs its fp32 decoding: max |logit diff| %.3g (logits up to %.3g); %.1f KiB of q8_0", diff, scale,
+              static_cast<double>(mem.q8_0) / 1024);
+        QVERIFY2(diff <= 1e-4 * std::max(1.0, scale), qPrintable(QString::number(diff)));
+        const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
+        QCOMPARE(automatic.name, std::string("4bit"));
+        QVERIFY2(automatic.why.find("Q8_0") != std::string::npos, automatic.why.c_str());
+        const auto half = loadModel(path, kev::DType::BF16, kev::WeightQuant::Q4);
+        QVERIFY(!half->weights().layers[0].gate_up.quant->interleaved);
+        QCOMPARE(half->weights().memory().int8_kernel, std::int64_t{0});
+        // nf4 still re-quantizes them.
+        QCOMPARE(loadModel(path, kev::DType::BF16, kev::WeightQuant::NF4)->weights().memory().q8_0, std::int64_t{0});
+    }
+
     void kernelPathsAgree_data() {
         QTest::addColumn<int>("format");
         QTest::addColumn<int>("rows");
@@ -293,6 +369,8 @@ private Q_SLOTS:
         QTest::newRow("q4_1 65x64 bias") << int(kev::QuantFormat::Q4_1) << 65 << 64 << true;
         QTest::newRow("q4_k 33x512 bias") << int(kev::QuantFormat::Q4_K) << 33 << 512 << true;
         QTest::newRow("q4_k 48x256") << int(kev::QuantFormat::Q4_K) << 48 << 256 << false;
+        QTest::newRow("q8_0 37x96 bias") << int(kev::QuantFormat::Q8_0) << 37 << 96 << true;
+        QTest::newRow("q8_0 64x576") << int(kev::QuantFormat::Q8_0) << 64 << 576 << false;
     }
 
     void kernelPathsAgree() {
@@ -355,7 +433,8 @@ private Q_SLOTS:
     // where the CPU has it (dequantized 16x32 tiles), else the fused kernel. Each row's
     // output must not depend on the other rows of the call (packed cards rest on it).
     void decodeShapesInWholeBlocksMatchTheReference() {
-        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1, kev::QuantFormat::Q4_K}) {
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1, kev::QuantFormat::Q4_K,
+                            kev::QuantFormat::Q8_0}) {
             std::mt19937 rng(static_cast<unsigned>(format) + 5);
             const kev::QuantMatrix q = randomMatrix(format, 96, 256, rng);
             const at::Tensor w = kev::dequantize(q, at::kFloat);
@@ -673,11 +752,13 @@ private Q_SLOTS:
 
     void isolationHoldsIn4Bit_data() {
         QTest::addColumn<bool>("half");
-        QTest::addColumn<bool>("q4k");
-        QTest::newRow("nf4, fp32 activations") << false << false;
-        QTest::newRow("nf4, bf16 activations") << true << false;
-        QTest::newRow("q4_k kept, fp32 activations") << false << true;
-        QTest::newRow("q4_k kept, bf16 activations") << true << true;
+        QTest::addColumn<QString>("kept");  // the GGUF blocks kept, or "" for NF4 from a folder
+        QTest::newRow("nf4, fp32 activations") << false << QString();
+        QTest::newRow("nf4, bf16 activations") << true << QString();
+        QTest::newRow("q4_k kept, fp32 activations") << false << QString("Q4_K");
+        QTest::newRow("q4_k kept, bf16 activations") << true << QString("Q4_K");
+        QTest::newRow("q8_0 kept, fp32 activations") << false << QString("Q8_0");
+        QTest::newRow("q8_0 kept, bf16 activations") << true << QString("Q8_0");
     }
 
     void isolationHoldsIn4Bit() {
@@ -685,14 +766,14 @@ private Q_SLOTS:
         // linear row's result does not depend on the other rows (fp32: the fused kernels;
         // bf16: the int8 kernel where the CPU has it, exact sums, any number of rows).
         QFETCH(bool, half);
-        QFETCH(bool, q4k);
-        const auto m = q4k ? loadModel(q4kModelFile().toStdString(), half ? kev::DType::BF16 : kev::DType::F32,
-                                       kev::WeightQuant::Q4)
-                           : loadModel(tinyDir("tiny-qwen2").toStdString(), half ? kev::DType::BF16 : kev::DType::F32,
-                                       kev::WeightQuant::NF4);
+        QFETCH(QString, kept);
+        const auto m = !kept.isEmpty() ? loadModel(keptModelFile(kept).toStdString(),
+                                                   half ? kev::DType::BF16 : kev::DType::F32, kev::WeightQuant::Q4)
+                                       : loadModel(tinyDir("tiny-qwen2").toStdString(),
+                                                   half ? kev::DType::BF16 : kev::DType::F32, kev::WeightQuant::NF4);
         const kev::WeightMemory mem = m->weights().memory();
-        if (q4k) {
-            QCOMPARE(m->weights().layers[0].gate_up.quant->format, kev::QuantFormat::Q4_K);
+        if (!kept.isEmpty()) {
+            QCOMPARE(QString(kev::to_string(m->weights().layers[0].gate_up.quant->format)), kept.toLower());
             QCOMPARE(mem.int8_kernel, std::int64_t{0});
         } else {
             if (half) QCOMPARE(m->weights().layers[0].gate_up.quant->interleaved, kev::quant_int8_available());

@@ -150,13 +150,13 @@ void MainWindow::buildToolbar() {
                                 kev::quant_cuda_kernels_built()
                                     ? QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1 blocks kept, others NF4), "
                                                      "bf16 activations; on CUDA by Kev's fused 4-bit kernels (Q4_K "
-                                                     "blocks are kept on the CPU only)")
+                                                     "and Q8_0 blocks are kept on the CPU only)")
                                     : QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1 blocks kept, others NF4), "
                                                      "bf16 activations; CPU only in this build (built without nvcc)"),
                                 Qt::ToolTipRole);
     } else {
         precision_->setItemData(kPrecision4Bit,
-                                QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1/Q4_K blocks kept, others NF4); "
+                                QStringLiteral("4-bit linear layers (GGUF Q4_0/Q4_1/Q4_K/Q8_0 blocks kept, others NF4); "
                                                "embeddings, norms and activations in bf16"),
                                 Qt::ToolTipRole);
     }
@@ -165,7 +165,7 @@ void MainWindow::buildToolbar() {
                             Qt::ToolTipRole);
     precision_->setItemData(kPrecisionF32, QStringLiteral("32-bit floats: exact, twice the memory of half"), Qt::ToolTipRole);
     precision_->setItemData(kPrecisionAuto,
-                            QStringLiteral("The fastest on this CPU for the file: 4-bit for Q4_0/Q4_1/Q4_K GGUF files, "
+                            QStringLiteral("The fastest on this CPU for the file: 4-bit for Q4_0/Q4_1/Q4_K/Q8_0 GGUF files, "
                                            "half where a SIMD bf16 kernel runs, else fp32"),
                             Qt::ToolTipRole);
     precision_->setCurrentIndex(kPrecisionAuto);

@@ -11,7 +11,7 @@
 //     over a fixed text: next-token distributions of each precision against the first
 //     one (mean KL(first || other), greedy agreement) and perplexity per precision.
 //
-// Precisions: fp32, bf16 (dense), 4bit (GGUF Q4_0/Q4_1/Q4_K blocks kept, other linear
+// Precisions: fp32, bf16 (dense), 4bit (GGUF Q4_0/Q4_1/Q4_K/Q8_0 blocks kept, other linear
 // weights NF4; activations bf16), nf4 (every linear weight NF4; activations bf16).
 #include <algorithm>
 #include <chrono>
@@ -26,6 +26,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/util/Half.h>
 
 #include "bench.h"
 #include "kev/generator.h"
@@ -65,7 +66,7 @@ std::string command_line(const char* name, const Args& args) {
 nlohmann::json memory_json(const kev::WeightMemory& m) {
     return {{"total", m.total()},        {"dense", m.dense}, {"dense_linear", m.dense_linear},
             {"nf4", m.nf4},              {"q4_0", m.q4_0},   {"q4_1", m.q4_1},   {"q4_k", m.q4_k},
-            {"linear", m.dense_linear + m.quantized()}};
+            {"q8_0", m.q8_0},            {"linear", m.dense_linear + m.quantized()}};
 }
 
 // Aggregate decode tok/s of one packed run of `cards`.
@@ -160,18 +161,18 @@ int run_precision(const Args& args) {
            << "4-bit kernel: " << report["q4_kernel"].get<std::string>() << "; read bandwidth "
            << report["read_bandwidth_gbs"].get<double>() << " GB/s; prompt " << prompt_len << " tokens, " << gen_len
            << " generated per card, median of " << reps << ".\n\n"
-           << "| precision | weights MB | linear layers MB | linear / bf16 linear | dense MB | nf4 MB | q4_0 MB | q4_1 MB | q4_k MB |\n"
-           << "|---|---|---|---|---|---|---|---|---|\n";
+           << "| precision | weights MB | linear layers MB | linear / bf16 linear | dense MB | nf4 MB | q4_0 MB | q4_1 MB | q4_k MB | q8_0 MB |\n"
+           << "|---|---|---|---|---|---|---|---|---|---|\n";
         char buf[512];
         const bool has_bf16 = report["memory"].contains("bf16");
         for (const auto& p : precisions) {
             const auto& m = report["memory"][p];
             const double lin = m["linear"].get<double>();
             const double ratio = has_bf16 ? lin / report["memory"]["bf16"]["linear"].get<double>() : 0.0;
-            std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p.c_str(),
+            std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p.c_str(),
                           m["total"].get<double>() / 1e6, lin / 1e6, ratio, m["dense"].get<double>() / 1e6,
                           m["nf4"].get<double>() / 1e6, m["q4_0"].get<double>() / 1e6, m["q4_1"].get<double>() / 1e6,
-                          m["q4_k"].get<double>() / 1e6);
+                          m["q4_k"].get<double>() / 1e6, m.value("q8_0", 0.0) / 1e6);
             md << buf;
         }
         md << "\nAggregate decode tok/s (packed, N cards):\n\n| N |";
@@ -295,17 +296,40 @@ int run_quality(const Args& args) {
     return 0;
 }
 
+// ggml Q8_0 blocks of w [rows, cols] (cols a multiple of 32), as llama.cpp's reference
+// quantizer makes them: d = absmax / 127 in fp16, q = round(x / d).
+kev::QuantMatrix q8_0_of(const at::Tensor& w) {
+    const at::Tensor f = w.to(at::kFloat).contiguous();
+    const std::int64_t rows = f.size(0), cols = f.size(1), blocks = rows * cols / 32;
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(blocks * 34));
+    const float* src = f.data_ptr<float>();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(src[b * 32 + j]));
+        const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        const std::uint16_t h = c10::Half(d).x;
+        std::uint8_t* out = bytes.data() + b * 34;
+        out[0] = static_cast<std::uint8_t>(h & 0xff);
+        out[1] = static_cast<std::uint8_t>(h >> 8);
+        for (int j = 0; j < 32; ++j) out[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::lrint(src[b * 32 + j] * id)));
+    }
+    return kev::quant_from_ggml(kev::QuantFormat::Q8_0, bytes.data(), bytes.size(), rows, cols);
+}
+
 // One matrix, every kernel path, M = 1..16: best time per call and the weight bytes it
 // streams per second (what bounds the decode step). bf16 at::linear for comparison.
+// --format nf4 (the default; also its int8 layout) or q8_0 (the byte kernels).
 int run_q4kernel(const Args& args) {
     std::int64_t rows = 9728, cols = 896;  // the 0.5B model's fused gate|up
     std::vector<int> ms{1, 4, 8, 16};
     int reps = 50;
+    std::string format = "nf4";
     for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
         const std::string &k = args[i], &v = args[i + 1];
         if (k == "--rows") rows = std::stoll(v);
         else if (k == "--cols") cols = std::stoll(v);
         else if (k == "--reps") reps = std::stoi(v);
+        else if (k == "--format") format = v;
         else if (k == "--m") {
             ms.clear();
             for (const auto& s : split(v)) ms.push_back(std::stoi(s));
@@ -316,8 +340,13 @@ int run_q4kernel(const Args& args) {
     }
     c10::InferenceMode guard;
     const at::Tensor w = at::randn({rows, cols}) * 0.02;  // [rows, cols]
-    const kev::QuantMatrix q = kev::quantize_nf4(w);
-    const kev::QuantMatrix qi = rows % 16 == 0 ? kev::interleave_rows16(q) : q;  // the int8 kernel's layout
+    if (format != "nf4" && format != "q8_0") {
+        std::fprintf(stderr, "kev-bench q4kernel: --format must be nf4 or q8_0\n");
+        return 2;
+    }
+    const kev::QuantMatrix q = format == "q8_0" ? q8_0_of(w) : kev::quantize_nf4(w);
+    // The int8 kernel's layout (NF4 only).
+    const kev::QuantMatrix qi = rows % 16 == 0 && !q.byte_codes() ? kev::interleave_rows16(q) : q;
     const at::Tensor wb = w.to(at::kBFloat16);
     nlohmann::json report;
     report["engine"] = engine_header();
@@ -364,7 +393,8 @@ int run_q4kernel(const Args& args) {
 
 }  // namespace
 
-KEV_BENCH("q4kernel", "the 4-bit kernel paths vs bf16 linear on one matrix [--rows 9728 --cols 896 --m 1,4,8,16 --reps 50]",
+KEV_BENCH("q4kernel", "the 4-bit kernel paths vs bf16 linear on one matrix [--rows 9728 --cols 896 --m 1,4,8,16 --reps 50 "
+                      "--format nf4|q8_0]",
           run_q4kernel);
 KEV_BENCH("precision", "weight memory and decode tok/s per precision --model PATH [--precisions fp32,bf16,4bit,nf4] "
                        "[--n 1,4,8,16] [--prompt 32] [--gen 64] [--reps 3] [--out PREFIX]",

@@ -372,6 +372,7 @@ std::string describe_weights(const Model& model) {
     if (m.q4_0) s += ", " + mib(m.q4_0) + " q4_0";
     if (m.q4_1) s += ", " + mib(m.q4_1) + " q4_1";
     if (m.q4_k) s += ", " + mib(m.q4_k) + " q4_k";
+    if (m.q8_0) s += ", " + mib(m.q8_0) + " q8_0";
     if (m.nf4) s += ", " + mib(m.nf4) + " nf4";
     return s;
 }

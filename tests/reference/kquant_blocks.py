@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Random GGUF K-quant blocks and their dequantization by the `gguf` package (llama.cpp's
-own Python reader), for Kev's kernel tests.
+"""Random GGUF blocks (K-quants and Q8_0) and their dequantization by the `gguf` package
+(llama.cpp's own Python reader), for Kev's kernel tests.
 
-    kquant_blocks.py --out FILE.gguf --type Q4_K --rows R --cols C [--seed S]
+    kquant_blocks.py --out FILE.gguf --type Q4_K|Q8_0 --rows R --cols C [--seed S]
 
 Writes FILE.gguf with one tensor "w" [R, C] of random blocks (every bit pattern of the
-codes and packed 6-bit scales; d and dmin random finite fp16) and FILE.gguf.f32, the
-tensor dequantized by gguf.quants.dequantize, float32, row-major.
+codes and packed 6-bit scales; d (and Q4_K's dmin) random finite fp16) and FILE.gguf.f32,
+the tensor dequantized by gguf.quants.dequantize, float32, row-major.
 """
 import argparse
 
@@ -17,7 +17,7 @@ import numpy as np
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--type", default="Q4_K", choices=["Q4_K"])
+    ap.add_argument("--type", default="Q4_K", choices=["Q4_K", "Q8_0"])
     ap.add_argument("--rows", type=int, required=True)
     ap.add_argument("--cols", type=int, required=True)
     ap.add_argument("--seed", type=int, default=0)
@@ -32,7 +32,8 @@ def main():
     d = rng.uniform(0.0005, 0.01, size=n).astype(np.float16) * np.where(rng.random(n) < 0.1, -1, 1).astype(np.float16)
     dmin = rng.uniform(0.0, 0.01, size=n).astype(np.float16)
     raw[:, 0:2] = d.view(np.uint8).reshape(n, 2)
-    raw[:, 2:4] = dmin.view(np.uint8).reshape(n, 2)
+    if args.type == "Q4_K":
+        raw[:, 2:4] = dmin.view(np.uint8).reshape(n, 2)
     data = raw.reshape(args.rows, args.cols // block * size)
     w = gguf.GGUFWriter(args.out, "llama")
     w.add_tensor("w", data, raw_dtype=qtype)

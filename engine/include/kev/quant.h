@@ -13,6 +13,11 @@
 //         and dmin) over 8 blocks of 32 with 6-bit sc and m, kept as two levels
 //         (model/quant_blocks.h); 4.625 bits/weight. Row layout only (not the int8
 //         kernel's, not CUDA): the row kernels below multiply it on the CPU.
+// One byte-code format sits beside them: its codes are whole bytes, not nibbles:
+//   Q8_0  a signed byte per weight and an fp16 d per 32 (ggml: x = q * d), 8.5
+//         bits/weight as in the file. q * d is exact in fp32 (8 + 11 significant
+//         bits), so the byte kernels (model/linear_q8.cpp) multiply the file's own
+//         weights. Row layout only, CPU only.
 // Codes are packed two per byte in 32-element groups, ggml's way: byte j of a group
 // holds element j in its low nibble and element j + 16 in its high nibble, so GGUF
 // Q4_0/Q4_1 blocks are taken over byte for byte and one kernel reads all formats.
@@ -40,7 +45,7 @@
 
 namespace kev {
 
-enum class QuantFormat { NF4, Q4_0, Q4_1, Q4_K };
+enum class QuantFormat { NF4, Q4_0, Q4_1, Q4_K, Q8_0 };
 const char* to_string(QuantFormat format);
 
 // QLoRA's NF4 code values (quantiles of N(0, 1) scaled to [-1, 1], with an exact 0).
@@ -57,7 +62,7 @@ struct QuantMatrix {
     std::int64_t rows = 0;   // out features
     std::int64_t cols = 0;   // in features, a multiple of `block`
     std::int64_t block = 64; // elements per scale: 64 (NF4) or 32; always a multiple of 32
-    std::vector<std::uint8_t> codes;    // [rows * cols / 2] packed nibbles (see above)
+    std::vector<std::uint8_t> codes;    // [rows * cols / 2] packed nibbles (see above); Q8_0: [rows * cols] int8
     std::vector<std::uint16_t> scales;  // [rows * cols / block] fp16 bits
     std::vector<std::uint16_t> mins;    // [rows * cols / block] fp16 bits, Q4_1 only
     // Q4_K: scales / mins hold d / dmin per 256 columns ([rows * cols / 256] fp16 bits) and
@@ -70,6 +75,7 @@ struct QuantMatrix {
     bool on_cuda() const { return cuda != nullptr; }
 
     std::int64_t blocks_per_row() const { return cols / block; }
+    bool byte_codes() const { return format == QuantFormat::Q8_0; }  // a whole byte per code
     std::int64_t bytes() const;  // codes + scales + mins
 };
 
@@ -79,9 +85,9 @@ struct QuantMatrix {
 // InvalidArgument otherwise.
 QuantMatrix quantize_nf4(const at::Tensor& weight);
 
-// Takes GGUF Q4_0, Q4_1 or Q4_K blocks over as they are: `data` holds rows * cols / 32
-// ggml blocks (18 or 20 bytes each; Q4_K: rows * cols / 256 blocks of 144 bytes, cols a
-// multiple of 256), `nbytes` how many bytes are readable there (checked). Q4_K's codes
+// Takes GGUF Q4_0, Q4_1, Q8_0 or Q4_K blocks over as they are: `data` holds rows * cols
+// / 32 ggml blocks (18, 20 or 34 bytes each; Q4_K: rows * cols / 256 blocks of 144 bytes,
+// cols a multiple of 256), `nbytes` how many bytes are readable there (checked). Q4_K's codes
 // are reordered into the layout above (the same values); its scales are kept as they are.
 // Row r of the result is source row row_order[r] (identity when empty): the loader's
 // way of undoing llama.cpp's q/k row permutation without touching the codes.
@@ -168,13 +174,16 @@ QuantMatrix interleave_rows16(const QuantMatrix& q);
 at::Tensor quant_int8_linear(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias, Int8Kernel kernel);
 
 // The fused kernel's instruction-set path: the widest under the kernel-family ceiling;
-// KEV_Q4_KERNEL=avx512|avx2|scalar forces one (one the CPU lacks is refused).
+// KEV_Q4_KERNEL=avx512|avx2|scalar forces one (one the CPU lacks is refused). The same
+// switch picks the byte kernels' path (Q8_0): AVX-512F, AVX2 + FMA, scalar.
 enum class QuantKernel { Avx512, Avx2, Scalar };
 const char* to_string(QuantKernel kernel);
 QuantKernel quant_kernel();                       // the path used now
 bool quant_kernel_supported(QuantKernel kernel);  // whether this CPU can run it
 // Runs the fused kernel with an explicit path (tests compare paths); M <= kQuantGemvMaxRows;
-// row layout only.
+// row layout only. Byte-code matrices (Q8_0) go to their own kernels: weights q * d exact
+// in fp32, activations read as fp32 (bf16 / fp16 widened exactly), fp32 FMAs in one
+// order per output row, so a row's result does not depend on the other rows.
 at::Tensor quant_gemv(const at::Tensor& x, const QuantMatrix& w, const at::Tensor& bias, QuantKernel kernel);
 
 }  // namespace kev

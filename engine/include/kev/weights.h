@@ -95,8 +95,9 @@ struct WeightMemory {
     std::int64_t q4_0 = 0;
     std::int64_t q4_1 = 0;
     std::int64_t q4_k = 0;
+    std::int64_t q8_0 = 0;          // kept GGUF Q8_0 blocks (a byte per weight)
     std::int64_t int8_kernel = 0;   // of the 4-bit bytes, those the int8 kernel multiplies (int8 activations)
-    std::int64_t quantized() const { return nf4 + q4_0 + q4_1 + q4_k; }
+    std::int64_t quantized() const { return nf4 + q4_0 + q4_1 + q4_k + q8_0; }
     std::int64_t total() const { return dense + quantized(); }
 };
 
@@ -115,7 +116,7 @@ struct ModelWeights {
 // embedding stays in `dtype` for the lookup.
 enum class WeightQuant {
     None,  // dense linear weights in `dtype`
-    Q4,    // 4-bit: GGUF Q4_0/Q4_1 weights kept in their own blocks, every other one NF4
+    Q4,    // 4-bit: GGUF Q4_0/Q4_1/Q4_K/Q8_0 weights kept in their own blocks, every other one NF4
     NF4,   // 4-bit NF4 for every linear layer, re-quantized even from Q4_0/Q4_1 files
 };
 const char* to_string(WeightQuant quant);

@@ -15,6 +15,8 @@
 // one so the tests can check that they agree. Prompts run through the same kernels in
 // passes of 16 rows: a row is computed alike at prefill and decode, alone or packed.
 //
+// Byte-coded matrices (Q8_0) take the byte kernels of linear_q8.cpp through quant_gemv.
+//
 // Matrices in the interleaved layout (prepare_quant: half activations on a CPU with
 // VNNI, the usual case for the app's 4-bit) go to the int8 kernel instead, for every
 // number of rows (linear_q4_int8.cpp); everything below serves the row layout.
@@ -32,6 +34,7 @@
 #include "kev/quant.h"
 #include "kev/cpu_kernels.h"
 #include "model/linear_bf16.h"
+#include "model/linear_q8.h"
 #include "model/quant_blocks.h"
 #include "model/quant_cuda.h"
 // GCC 12 warns inside its own _mm512_reduce_add_ps and _mm512_broadcast_i64x4, whose
@@ -326,6 +329,10 @@ at::Tensor quant_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Te
     if (w.interleaved) throw Error(ErrorCode::InvalidArgument, "quant_gemv: the fused kernels read the row layout");
     if (!quant_kernel_supported(kernel))
         throw Error(ErrorCode::Unsupported, std::string("this CPU cannot run the ") + to_string(kernel) + " 4-bit kernel");
+    if (w.byte_codes()) {
+        const at::Tensor y = byte_gemv(x_in, w, bias, kernel);
+        return x_in.scalar_type() == at::kFloat ? y : y.to(x_in.scalar_type());
+    }
     const std::int64_t M = x_in.size(0), I = w.cols, O = w.rows;
     at::Tensor y = at::empty({M, O}, at::kFloat);  // [M, O] fp32 accumulators
     float* yp = y.data_ptr<float>();
@@ -376,7 +383,7 @@ bool amx_q4_applies(const QuantMatrix& w) {
         const char* e = std::getenv("KEV_Q4_AMX");
         return !(e && std::string(e) == "0") && amx_ready();
     }();
-    return enabled && isa_limit() == Isa::Amx && w.rows % 16 == 0 && w.cols % 32 == 0;
+    return enabled && isa_limit() == Isa::Amx && !w.byte_codes() && w.rows % 16 == 0 && w.cols % 32 == 0;
 }
 
 at::Tensor amx_q4_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Tensor& bias) {

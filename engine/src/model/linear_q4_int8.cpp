@@ -563,8 +563,9 @@ const char* to_string(Int8Kernel kernel) {
 
 QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations) {
     const bool half = activations == at::kBFloat16 || activations == at::kHalf;
-    // Q4_K keeps its two-level scales in the row layout (its row kernels multiply it).
-    if (!half || q.interleaved || q.format == QuantFormat::Q4_K || !quant_int8_available() || q.rows % 16 != 0 ||
+    // Q4_K keeps its two-level scales in the row layout (its row kernels multiply it), Q8_0
+    // its bytes (the byte kernels).
+    if (!half || q.interleaved || q.format == QuantFormat::Q4_K || q.byte_codes() || !quant_int8_available() || q.rows % 16 != 0 ||
         q.cols % 32 != 0)
         return q;
     return interleave_rows16(q);

@@ -1,4 +1,4 @@
-// 4-bit blocks: NF4 quantization, GGUF Q4_0/Q4_1 blocks taken over, dequantization.
+// 4-bit blocks: NF4 quantization, GGUF Q4_0/Q4_1/Q4_K/Q8_0 blocks taken over, dequantization.
 // The multiply lives in linear_q4.cpp.
 #include "kev/quant.h"
 
@@ -35,6 +35,7 @@ std::array<float, 16> lut_of(QuantFormat f) {
             case QuantFormat::Q4_0: lut[i] = static_cast<float>(i - 8); break;
             case QuantFormat::Q4_1:
             case QuantFormat::Q4_K: lut[i] = static_cast<float>(i); break;
+            case QuantFormat::Q8_0: break;  // byte codes: the code is the value
         }
     }
     return lut;
@@ -59,6 +60,7 @@ const char* to_string(QuantFormat format) {
         case QuantFormat::Q4_0: return "q4_0";
         case QuantFormat::Q4_1: return "q4_1";
         case QuantFormat::Q4_K: return "q4_k";
+        case QuantFormat::Q8_0: return "q8_0";
     }
     return "?";
 }
@@ -175,19 +177,21 @@ QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::u
         throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
     if (format == QuantFormat::Q4_K) return q4k_from_ggml(data, nbytes, rows, cols, row_order);
     if (rows <= 0 || cols <= 0 || cols % 32 != 0)
-        throw Error(ErrorCode::Format, "4-bit blocks: a row of " + std::to_string(cols) + " is not whole 32-element blocks");
-    const bool has_min = format == QuantFormat::Q4_1;
-    const std::int64_t block_bytes = has_min ? 20 : 18, head = has_min ? 4 : 2;
+        throw Error(ErrorCode::Format, std::string(to_string(format)) + " blocks: a row of " + std::to_string(cols) +
+                                           " is not whole 32-element blocks");
+    // Q4_0 [d][16 bytes of nibbles], Q4_1 [d][m][16 bytes], Q8_0 [d][32 signed bytes].
+    const bool has_min = format == QuantFormat::Q4_1, bytes8 = format == QuantFormat::Q8_0;
+    const std::int64_t head = has_min ? 4 : 2, code_bytes = bytes8 ? 32 : 16, block_bytes = head + code_bytes;
     const std::int64_t bpr = cols / 32;
     if (nbytes / static_cast<std::uint64_t>(block_bytes) / static_cast<std::uint64_t>(bpr) < static_cast<std::uint64_t>(rows))
-        throw Error(ErrorCode::Format, "4-bit blocks: the tensor's data is shorter than its shape needs");
+        throw Error(ErrorCode::Format, std::string(to_string(format)) + " blocks: the tensor's data is shorter than its shape needs");
     QuantMatrix q;
     q.format = format;
     q.rows = rows;
     q.cols = cols;
     q.block = 32;
     q.lut = lut_of(format);
-    q.codes.resize(static_cast<std::size_t>(rows * cols / 2));
+    q.codes.resize(static_cast<std::size_t>(rows * bpr * code_bytes));
     q.scales.resize(static_cast<std::size_t>(rows * bpr));
     if (has_min) q.mins.resize(q.scales.size());
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -197,7 +201,7 @@ QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::u
         for (std::int64_t b = 0; b < bpr; ++b, blk += block_bytes) {
             q.scales[r * bpr + b] = load_u16(blk);
             if (has_min) q.mins[r * bpr + b] = load_u16(blk + 2);
-            std::memcpy(q.codes.data() + (r * bpr + b) * 16, blk + head, 16);
+            std::memcpy(q.codes.data() + (r * bpr + b) * code_bytes, blk + head, static_cast<std::size_t>(code_bytes));
         }
     }
     return q;
@@ -291,7 +295,9 @@ QuantMatrix row_layout(const QuantMatrix& q) {
 
 QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
-    if (q.format == QuantFormat::Q4_K) throw Error(ErrorCode::InvalidArgument, "interleave_rows16: Q4_K stays in row layout");
+    if (q.format == QuantFormat::Q4_K || q.byte_codes())
+        throw Error(ErrorCode::InvalidArgument,
+                    std::string("interleave_rows16: ") + to_string(q.format) + " stays in row layout");
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
         throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
     QuantMatrix out;  // the metadata of q; every byte below is written once
@@ -351,6 +357,11 @@ at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t
                 float* yb = y + r * q.cols + b * q.block;
                 if (q.interleaved) {
                     for (std::int64_t j = 0; j < q.block; ++j) yb[j] = q.lut[code_at(q, row, b * q.block + j)] * d + m;
+                    continue;
+                }
+                if (q.byte_codes()) {  // ggml: x = q * d
+                    const auto* c = reinterpret_cast<const std::int8_t*>(q.codes.data()) + row * q.cols + b * q.block;
+                    for (std::int64_t j = 0; j < q.block; ++j) yb[j] = static_cast<float>(c[j]) * d;
                     continue;
                 }
                 const std::uint8_t* c = q.codes.data() + (row * q.cols + b * q.block) / 2;

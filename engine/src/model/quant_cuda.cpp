@@ -35,8 +35,9 @@ QuantMatrix quant_to_cuda(QuantMatrix q) {
     if (!engine_info().cuda_available)
         throw Error(ErrorCode::Unsupported, "4-bit on CUDA: this libtorch has no CUDA or no CUDA device is present");
     if (q.on_cuda()) return q;
-    if (q.format == QuantFormat::Q4_K)
-        throw Error(ErrorCode::Unsupported, "4-bit on CUDA: Q4_K blocks have no CUDA kernel (the loader makes NF4 of them)");
+    if (q.format == QuantFormat::Q4_K || q.byte_codes())
+        throw Error(ErrorCode::Unsupported, std::string("4-bit on CUDA: ") + to_string(q.format) +
+                                                " blocks have no CUDA kernel (the loader makes NF4 of them)");
     if (q.block != 32 && q.block != 64)
         throw Error(ErrorCode::Unsupported, "4-bit on CUDA: blocks of " + std::to_string(q.block) + " elements");
     QuantMatrix h = row_layout(q);
@@ -63,8 +64,9 @@ QuantMatrix quant_to_cuda(QuantMatrix q) {
 at::Tensor quant_linear_fixed_order(const at::Tensor& x_in, const QuantMatrix& q_in, const at::Tensor& bias) {
     if (x_in.dim() != 2 || x_in.size(1) != q_in.cols)
         throw Error(ErrorCode::InvalidArgument, "quant_linear_fixed_order: x must be [M, cols]");
-    if (q_in.format == QuantFormat::Q4_K)
-        throw Error(ErrorCode::InvalidArgument, "quant_linear_fixed_order: the CUDA kernels' twin has no Q4_K form");
+    if (q_in.format == QuantFormat::Q4_K || q_in.byte_codes())
+        throw Error(ErrorCode::InvalidArgument, std::string("quant_linear_fixed_order: the CUDA kernels' twin has no ") +
+                                                    to_string(q_in.format) + " form");
     const QuantMatrix q = row_layout(q_in);
     const at::Tensor x = x_in.to(at::kCPU).to(at::kFloat).contiguous();  // exact for every float dtype
     const std::int64_t M = x.size(0), N = q.rows, I = q.cols, bpr = q.blocks_per_row();

@@ -53,22 +53,23 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
     if (!fs::exists(path)) throw Error(ErrorCode::Io, path + ": no such file or folder");
     if (!fs::is_directory(path)) {
         const auto gguf = GgufFile::open(path);
-        std::int64_t q4 = 0, q4k = 0, linear = 0;
+        std::int64_t q4 = 0, kept_other = 0, linear = 0;
         for (const auto& t : gguf->tensors()) {
             if (t.name.find("_norm") != std::string::npos || t.name.find("token_embd") != std::string::npos) continue;
             if (t.dims.size() != 2) continue;
             ++linear;
             if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1) ++q4;
-            if (t.type == GgmlType::Q4_K) ++q4k;
+            if (t.type == GgmlType::Q4_K || t.type == GgmlType::Q8_0) ++kept_other;
         }
-        if (q4 > 0 && q4k == 0)
+        if (q4 > 0 && kept_other == 0)
             return {"4bit", std::to_string(q4) + " of " + std::to_string(linear) +
                                 " weight matrices are Q4_0/Q4_1 blocks: kept as they are, multiplied by the " +
                                 to_string(quant_int8_kernel()) + " kernel"};
-        if (q4 + q4k > 0)
-            return {"4bit", std::to_string(q4 + q4k) + " of " + std::to_string(linear) +
-                                " weight matrices are Q4_0/Q4_1/Q4_K blocks: kept as they are (Q4_K by the " +
-                                to_string(quant_kernel()) + " row kernel), the other linear layers NF4"};
+        if (q4 + kept_other > 0)
+            return {"4bit", std::to_string(q4 + kept_other) + " of " + std::to_string(linear) +
+                                " weight matrices are Q4_0/Q4_1/Q4_K/Q8_0 blocks: kept as they are (Q4_K and Q8_0 "
+                                "by the " + std::string(to_string(quant_kernel())) + " row kernels), the other linear "
+                                "layers NF4"};
     }
     const Bf16Kernel bf16 = active_bf16_kernel();
     if (bf16 != Bf16Kernel::Scalar)
@@ -181,6 +182,7 @@ WeightMemory ModelWeights::memory() const {
             case QuantFormat::Q4_0: m.q4_0 += b; break;
             case QuantFormat::Q4_1: m.q4_1 += b; break;
             case QuantFormat::Q4_K: m.q4_k += b; break;
+            case QuantFormat::Q8_0: m.q8_0 += b; break;
         }
         if (lin.quant->interleaved) m.int8_kernel += b;
     };
@@ -540,22 +542,24 @@ private:
         return std::make_shared<const QuantMatrix>(prepare_quant(std::move(q), opts_.dtype().toScalarType()));
     }
 
-    // GGUF Q4_0/Q4_1/Q4_K blocks of `parts` taken over as they are, or null when the mode,
-    // the file or the parts' types do not allow it (parts of mixed types; Q4_K on CUDA,
-    // where Kev has no Q4_K kernel). `count` marks the tensors read.
+    // GGUF Q4_0/Q4_1/Q4_K/Q8_0 blocks of `parts` taken over as they are, or null when the
+    // mode, the file or the parts' types do not allow it (parts of mixed types; Q4_K and
+    // Q8_0 on CUDA, where Kev has no kernel for them). `count` marks the tensors read.
     std::shared_ptr<const QuantMatrix> kept_blocks(const std::vector<Part>& parts, std::int64_t cols, bool count) {
         if (quant_ != WeightQuant::Q4 || cols % 32 != 0) return nullptr;
         std::vector<const GgufTensorInfo*> infos;
         for (const auto& p : parts) {
             const GgufTensorInfo* info = src_.gguf_info(p.name);
-            const bool q4k = info && info->type == GgmlType::Q4_K && cols % 256 == 0 && !opts_.device().is_cuda();
-            if (!info || (info->type != GgmlType::Q4_0 && info->type != GgmlType::Q4_1 && !q4k) ||
+            const bool cpu_only = info && !opts_.device().is_cuda() &&
+                                  ((info->type == GgmlType::Q4_K && cols % 256 == 0) || info->type == GgmlType::Q8_0);
+            if (!info || (info->type != GgmlType::Q4_0 && info->type != GgmlType::Q4_1 && !cpu_only) ||
                 info->type != (infos.empty() ? info->type : infos[0]->type))
                 return nullptr;
             infos.push_back(info);
         }
         const QuantFormat format = infos[0]->type == GgmlType::Q4_0   ? QuantFormat::Q4_0
                                    : infos[0]->type == GgmlType::Q4_1 ? QuantFormat::Q4_1
+                                   : infos[0]->type == GgmlType::Q8_0 ? QuantFormat::Q8_0
                                                                       : QuantFormat::Q4_K;
         std::vector<QuantMatrix> mats;
         for (std::size_t k = 0; k < parts.size(); ++k) {
