@@ -292,7 +292,7 @@ private Q_SLOTS:
 
     // Q8_0 kept as the file has it: a signed byte per weight and an fp16 d per 32 (the
     // file's 8.5 bits a weight, nothing added), decoding to exactly what the gguf package
-    // decodes. Row layout only, CPU only.
+    // decodes, in the row layout and in the int8 kernel's. CPU only.
     void q8BlocksKeptEqualTheGgufPackage() {
         const std::int64_t rows = 9, cols = 320;
         const KBlocks k = ggufBlocks("Q8_0", rows, cols, 4);
@@ -316,8 +316,17 @@ private Q_SLOTS:
                                                                   rows, cols));
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size(),
                                                                   rows * 2, cols / 2 + 16));  // rows of 176
-        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(kev::concat_rows({q, p, q, p, q, p, q, p})));
-        QVERIFY(!kev::prepare_quant(q, at::kBFloat16).interleaved);
+        const kev::QuantMatrix q18 = kev::concat_rows({q, p});  // 18 rows: no whole groups of 16
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(q18));
+        QVERIFY(!kev::prepare_quant(q18, at::kBFloat16).interleaved);
+        const kev::QuantMatrix g = kev::concat_rows(std::vector<kev::QuantMatrix>(16, q));  // 144 rows: 9 groups
+        const kev::QuantMatrix gi = kev::interleave_rows16(g);
+        QVERIFY(gi.interleaved);
+        QCOMPARE(gi.bytes(), g.bytes());
+        QVERIFY(gi.codes != g.codes);
+        QVERIFY(at::equal(kev::dequantize(gi, at::kFloat), kev::dequantize(g, at::kFloat)));
+        QVERIFY(at::equal(kev::dequantize(gi, 20, 50, at::kFloat), kev::dequantize(g, 20, 50, at::kFloat)));
+        QVERIFY(kev::row_layout(gi).codes == g.codes);
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
     }
 
@@ -351,9 +360,9 @@ private Q_SLOTS:
         const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
         QCOMPARE(automatic.name, std::string("4bit"));
         QVERIFY2(automatic.why.find("Q8_0") != std::string::npos, automatic.why.c_str());
+        // Half activations: the int8 kernel where it runs (Q8_0 x int8, as llama.cpp does).
         const auto half = loadModel(path, kev::DType::BF16, kev::WeightQuant::Q4);
-        QVERIFY(!half->weights().layers[0].gate_up.quant->interleaved);
-        QCOMPARE(half->weights().memory().int8_kernel, std::int64_t{0});
+        QCOMPARE(half->weights().layers[0].gate_up.quant->interleaved, kev::quant_int8_available());
         // nf4 still re-quantizes them.
         QCOMPARE(loadModel(path, kev::DType::BF16, kev::WeightQuant::NF4)->weights().memory().q8_0, std::int64_t{0});
     }
@@ -457,7 +466,7 @@ private Q_SLOTS:
     // The int8 kernel's layout (kev/quant.h) holds the same values in another order.
     void int8LayoutKeepsTheValues() {
         std::mt19937 rng(21);
-        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1, kev::QuantFormat::Q8_0}) {
             for (auto [rows, cols] : {std::pair<int, int>{48, 256}, {32, 96}}) {
                 const kev::QuantMatrix q = randomMatrix(format, rows, cols, rng);
                 const kev::QuantMatrix p = kev::interleave_rows16(q);
@@ -520,13 +529,14 @@ private Q_SLOTS:
     // upload to CUDA) reads any kept matrix the same.
     void rowLayoutUndoesTheInt8Layout() {
         std::mt19937 rng(34);
-        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1}) {
+        for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1, kev::QuantFormat::Q8_0}) {
             const kev::QuantMatrix q = randomMatrix(format, 32, 160, rng);
             const kev::QuantMatrix back = kev::row_layout(kev::interleave_rows16(q));
             QVERIFY(!back.interleaved);
             QVERIFY(back.codes == q.codes);
             QVERIFY(back.scales == q.scales);
             QVERIFY(back.mins == q.mins);
+            if (q.byte_codes()) continue;  // no CUDA form
             const at::Tensor x = at::randn({3, 160});
             QVERIFY(at::equal(kev::quant_linear_fixed_order(x, kev::interleave_rows16(q), at::Tensor()),
                               kev::quant_linear_fixed_order(x, q, at::Tensor())));
@@ -610,6 +620,8 @@ private Q_SLOTS:
         QTest::newRow("nf4 32x96 (blocks of 32)") << int(kev::QuantFormat::NF4) << 32 << 96 << false;
         QTest::newRow("q4_0 32x160") << int(kev::QuantFormat::Q4_0) << 32 << 160 << false;
         QTest::newRow("q4_1 64x64 bias") << int(kev::QuantFormat::Q4_1) << 64 << 64 << true;
+        QTest::newRow("q8_0 48x256 bias") << int(kev::QuantFormat::Q8_0) << 48 << 256 << true;
+        QTest::newRow("q8_0 32x96") << int(kev::QuantFormat::Q8_0) << 32 << 96 << false;
     }
 
     void int8KernelFollowsItsSpecification() {
@@ -772,9 +784,12 @@ private Q_SLOTS:
                                        : loadModel(tinyDir("tiny-qwen2").toStdString(),
                                                    half ? kev::DType::BF16 : kev::DType::F32, kev::WeightQuant::NF4);
         const kev::WeightMemory mem = m->weights().memory();
-        if (!kept.isEmpty()) {
+        if (kept == "Q4_K") {
             QCOMPARE(QString(kev::to_string(m->weights().layers[0].gate_up.quant->format)), kept.toLower());
             QCOMPARE(mem.int8_kernel, std::int64_t{0});
+        } else if (!kept.isEmpty()) {  // Q8_0: the int8 kernel for bf16 activations, where it runs
+            QCOMPARE(QString(kev::to_string(m->weights().layers[0].gate_up.quant->format)), kept.toLower());
+            QCOMPARE(mem.int8_kernel, half && kev::quant_int8_available() ? mem.quantized() : std::int64_t{0});
         } else {
             if (half) QCOMPARE(m->weights().layers[0].gate_up.quant->interleaved, kev::quant_int8_available());
             QCOMPARE(mem.int8_kernel, half && kev::quant_int8_available() ? mem.quantized() : std::int64_t{0});

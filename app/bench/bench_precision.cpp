@@ -318,7 +318,7 @@ kev::QuantMatrix q8_0_of(const at::Tensor& w) {
 
 // One matrix, every kernel path, M = 1..16: best time per call and the weight bytes it
 // streams per second (what bounds the decode step). bf16 at::linear for comparison.
-// --format nf4 (the default; also its int8 layout) or q8_0 (the byte kernels).
+// --format nf4 (the default) or q8_0 (the byte kernels), each also in the int8 layout.
 int run_q4kernel(const Args& args) {
     std::int64_t rows = 9728, cols = 896;  // the 0.5B model's fused gate|up
     std::vector<int> ms{1, 4, 8, 16};
@@ -345,8 +345,7 @@ int run_q4kernel(const Args& args) {
         return 2;
     }
     const kev::QuantMatrix q = format == "q8_0" ? q8_0_of(w) : kev::quantize_nf4(w);
-    // The int8 kernel's layout (NF4 only).
-    const kev::QuantMatrix qi = rows % 16 == 0 && !q.byte_codes() ? kev::interleave_rows16(q) : q;
+    const kev::QuantMatrix qi = rows % 16 == 0 ? kev::interleave_rows16(q) : q;  // the int8 kernel's layout
     const at::Tensor wb = w.to(at::kBFloat16);
     nlohmann::json report;
     report["engine"] = engine_header();

@@ -16,8 +16,9 @@
 // One byte-code format sits beside them: its codes are whole bytes, not nibbles:
 //   Q8_0  a signed byte per weight and an fp16 d per 32 (ggml: x = q * d), 8.5
 //         bits/weight as in the file. q * d is exact in fp32 (8 + 11 significant
-//         bits), so the byte kernels (model/linear_q8.cpp) multiply the file's own
-//         weights. Row layout only, CPU only.
+//         bits), so the byte kernels (model/linear_q8.cpp; fp32 activations) multiply
+//         the file's own weights; with half activations the int8 kernel multiplies the
+//         bytes by int8 activations, as llama.cpp's Q8_0 x Q8_0 does. CPU only.
 // Codes are packed two per byte in 32-element groups, ggml's way: byte j of a group
 // holds element j in its low nibble and element j + 16 in its high nibble, so GGUF
 // Q4_0/Q4_1 blocks are taken over byte for byte and one kernel reads all formats.
@@ -33,6 +34,8 @@
 // 8c + 4 + t in its high nibble. Expanded, a line is two vectors of 16 rows x 4
 // columns: the operand of one vpdpbusd against 4 broadcast activation bytes. Scales
 // (and mins) are then [group][block][16 rows]. Same bytes, same values, other order.
+// Byte codes (Q8_0) take 512 bytes per group and slice: line L (L = 0..7) holds row r's
+// bytes of columns 4L .. 4L + 3 at 4r + t, each the signed value plus 128.
 #pragma once
 
 #include <array>

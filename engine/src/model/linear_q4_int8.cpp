@@ -13,6 +13,8 @@
 //
 // with init = -offset * sum(q) undoing the unsigned code offset, and dx' = dx * unit.
 // The 16 lanes of acc are 16 output rows, so results are stored without reductions.
+// Q8_0's byte codes (value + 128, offset 128) skip the expansion: a slice is 8 lines
+// read as they are, llama.cpp's Q8_0 x Q8_0 with the same exact sums.
 //
 // Prefill (32 rows or more) on CPUs with AMX-INT8 takes the sums from the tile unit, 16
 // activation rows at a time, and scales them with the same epilogue (scale_slice).
@@ -59,10 +61,16 @@ struct CodeBytes {
     float unit;
 };
 
+// How codes are held in the interleaved layout: nibbles that are the values (Q4_0/Q4_1,
+// through the offset), nibbles that index NF4's byte table, or whole bytes (Q8_0: the
+// signed value plus 128, so a 32-column slice of 16 rows is 512 bytes, 8 lines).
+enum CodeKind { kNibbles, kNf4Codes, kBytes };
+constexpr std::int64_t slice_bytes(int kind) { return kind == kBytes ? 512 : 256; }
+
 CodeBytes code_bytes(const QuantMatrix& w) {
     CodeBytes c{};
     const bool nf4 = w.format == QuantFormat::NF4;
-    c.offset = nf4 ? 127 : w.format == QuantFormat::Q4_0 ? 8 : 0;
+    c.offset = nf4 ? 127 : w.format == QuantFormat::Q4_0 ? 8 : w.byte_codes() ? 128 : 0;
     c.unit = nf4 ? 1.0f / 127.0f : 1.0f;
     for (int i = 0; i < 64; ++i)
         c.u8[i] = static_cast<std::uint8_t>(nf4 ? std::lrint(w.lut[i % 16] * 127.0f) + 127 : i % 16);
@@ -155,15 +163,21 @@ KEV_VNNI inline void store16(const Out& y, std::int64_t row, std::int64_t col, _
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y.bf16 + row * y.ld + col), _mm512_cvtepi32_epi16(r));
 }
 
-// A 64-byte line of codes as two vpdpbusd operands (16 outputs x 4 columns each): the
-// low and the high nibbles, through the format's byte table for NF4.
-template <bool kNf4>
-KEV_VNNI inline void expand_line(const std::uint8_t* line, __m512i table, __m512i& lo, __m512i& hi) {
+// Quad c (columns 8c .. 8c + 7) of a slice as two vpdpbusd operands (16 outputs x 4
+// columns each): the low and the high nibbles of line c, through the format's byte table
+// for NF4; for byte codes, lines 2c and 2c + 1 as they are.
+template <int kKind>
+KEV_VNNI inline void expand_line(const std::uint8_t* slice, int c, __m512i table, __m512i& lo, __m512i& hi) {
+    if constexpr (kKind == kBytes) {
+        lo = _mm512_loadu_si512(slice + 128 * c);
+        hi = _mm512_loadu_si512(slice + 128 * c + 64);
+        return;
+    }
     const __m512i nibble = _mm512_set1_epi8(0x0f);
-    const __m512i v = _mm512_loadu_si512(line);
+    const __m512i v = _mm512_loadu_si512(slice + 64 * c);
     lo = _mm512_and_si512(v, nibble);
     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
-    if constexpr (kNf4) {
+    if constexpr (kKind == kNf4Codes) {
         lo = _mm512_shuffle_epi8(table, lo);
         hi = _mm512_shuffle_epi8(table, hi);
     }
@@ -188,7 +202,7 @@ KEV_VNNI inline void scale_slice(const QuantMatrix& w, const Int8Acts& a, const 
 }
 
 // Output groups [R0, R1) for activation rows [0, MB) of `a` starting at row m0.
-template <int MB, bool kNf4, bool kMins>
+template <int MB, int kKind, bool kMins>
 KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, const Out& y,
                      std::int64_t R0, std::int64_t R1) {
     const std::int64_t K = w.cols, G = K / 32;
@@ -198,18 +212,19 @@ KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& 
     for (std::int64_t R = R0; R < R1; ++R) {
         __m512 acc[MB];
         for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
-        const std::uint8_t* lines = w.codes.data() + R * G * 256;
-        for (std::int64_t g = 0; g < G; ++g, lines += 256) {
+        constexpr std::int64_t SB = slice_bytes(kKind);
+        const std::uint8_t* lines = w.codes.data() + R * G * SB;
+        for (std::int64_t g = 0; g < G; ++g, lines += SB) {
             // The codes stream from memory: fetch the slice kPrefetchSlices ahead (0.5B
             // 4-bit pack, 2 runs each: 1 card 59-61 tok/s against 50-54 without, 16 cards
             // 266-322 against 242-246).
-            for (int c = 0; c < 4; ++c)
-                _mm_prefetch(reinterpret_cast<const char*>(lines) + kPrefetchSlices * 256 + 64 * c, _MM_HINT_T0);
+            for (int c = 0; c < SB / 64; ++c)
+                _mm_prefetch(reinterpret_cast<const char*>(lines) + kPrefetchSlices * SB + 64 * c, _MM_HINT_T0);
             __m512i s[MB];
             for (int m = 0; m < MB; ++m) s[m] = _mm512_set1_epi32(a.init[s0 + m * G + g]);
             for (int c = 0; c < 4; ++c) {
                 __m512i lo, hi;
-                expand_line<kNf4>(lines + 64 * c, table, lo, hi);
+                expand_line<kKind>(lines, c, table, lo, hi);
                 for (int m = 0; m < MB; ++m) {
                     const std::int32_t* xm = reinterpret_cast<const std::int32_t*>(xq + m * K + g * 32 + 8 * c);
                     s[m] = dpbusd_bcast(s[m], lo, xm);
@@ -288,11 +303,13 @@ KEV_AVX2I inline void store8(const Out& y, std::int64_t row, std::int64_t col, _
 }
 
 // Output groups [R0, R1) for activation rows [0, MB) of `a` starting at row m0.
-template <int MB, bool kNf4, bool kMins>
+template <int MB, int kKind, bool kMins>
 KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, const Out& y,
                            std::int64_t R0, std::int64_t R1) {
     const std::int64_t K = w.cols, G = K / 32;
-    const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    constexpr bool kSigned = kKind != kNibbles;  // codes enter signed (NF4's table, Q8_0's bytes)
+    constexpr std::int64_t SB = slice_bytes(kKind);
+    const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), bias128 = _mm256_set1_epi8(-128);
     alignas(32) std::int8_t signed_table[32];
     for (int i = 0; i < 32; ++i) signed_table[i] = static_cast<std::int8_t>(cb.u8[i % 16] - cb.offset);
     const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(signed_table));
@@ -302,21 +319,30 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
         for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7 of the group
             __m256 acc[MB];
             for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
-            const std::uint8_t* lines = w.codes.data() + R * G * 256 + 32 * h;
-            for (std::int64_t g = 0; g < G; ++g, lines += 256) {
+            const std::uint8_t* lines = w.codes.data() + R * G * SB + 32 * h;
+            for (std::int64_t g = 0; g < G; ++g, lines += SB) {
                 if (h == 0)
-                    for (int c = 0; c < 4; ++c)
-                        _mm_prefetch(reinterpret_cast<const char*>(lines) + kPrefetchSlices * 256 + 64 * c, _MM_HINT_T0);
+                    for (int c = 0; c < SB / 64; ++c)
+                        _mm_prefetch(reinterpret_cast<const char*>(lines) + kPrefetchSlices * SB + 64 * c, _MM_HINT_T0);
                 __m256i s[MB];
-                for (int m = 0; m < MB; ++m) s[m] = _mm256_set1_epi32(kNf4 ? 0 : a.init[s0 + m * G + g]);
+                for (int m = 0; m < MB; ++m) s[m] = _mm256_set1_epi32(kSigned ? 0 : a.init[s0 + m * G + g]);
                 for (int c = 0; c < 4; ++c) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 64 * c));
-                    __m256i lo = _mm256_and_si256(v, nibble);
-                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+                    __m256i lo, hi;
+                    if constexpr (kKind == kBytes) {  // the signed byte: stored value - 128
+                        lo = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c)), bias128);
+                        hi = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c + 64)),
+                                              bias128);
+                    } else {
+                        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 64 * c));
+                        lo = _mm256_and_si256(v, nibble);
+                        hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+                    }
                     __m256i ulo = lo, uhi = hi;
-                    if constexpr (kNf4) {
+                    if constexpr (kKind == kNf4Codes) {
                         lo = _mm256_shuffle_epi8(table, lo);  // signed code values
                         hi = _mm256_shuffle_epi8(table, hi);
+                    }
+                    if constexpr (kSigned) {  // |w| unsigned (|-128| = 128 as a byte), x takes w's sign
                         ulo = _mm256_abs_epi8(lo);
                         uhi = _mm256_abs_epi8(hi);
                     }
@@ -326,7 +352,7 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                         std::memcpy(&qlo, xm, 4);
                         std::memcpy(&qhi, xm + 4, 4);
                         __m256i xlo = _mm256_set1_epi32(qlo), xhi = _mm256_set1_epi32(qhi);
-                        if constexpr (kNf4) {
+                        if constexpr (kSigned) {
                             xlo = _mm256_sign_epi8(xlo, lo);
                             xhi = _mm256_sign_epi8(xhi, hi);
                         }
@@ -377,17 +403,24 @@ void quantize_slices_scalar(const float* x, std::int64_t i0, std::int64_t i1, co
 void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t M, const Out& y,
                    std::int64_t R0, std::int64_t R1) {
     const std::int64_t K = w.cols, G = K / 32, bpr = w.blocks_per_row(), per_block = w.block / 32;
+    const bool bytes = w.byte_codes();
+    const std::int64_t SB = bytes ? 512 : 256;
     for (std::int64_t R = R0; R < R1; ++R) {
         for (std::int64_t m = 0; m < M; ++m) {
             float acc[16] = {};
             for (std::int64_t g = 0; g < G; ++g) {
-                const std::uint8_t* lines = w.codes.data() + (R * G + g) * 256;
+                const std::uint8_t* lines = w.codes.data() + (R * G + g) * SB;
                 const std::int8_t* xq = a.q.data() + m * K + g * 32;
                 const std::int64_t sc = (R * bpr + g / per_block) * 16, slice = m * G + g;
                 for (int r = 0; r < 16; ++r) {
                     std::int32_t sum = a.init[slice];
                     for (int c = 0; c < 4; ++c) {
                         for (int t = 0; t < 4; ++t) {
+                            if (bytes) {  // lines 2c and 2c + 1: columns 8c + t and 8c + 4 + t
+                                sum += lines[128 * c + 4 * r + t] * xq[8 * c + t] +
+                                       lines[128 * c + 64 + 4 * r + t] * xq[8 * c + 4 + t];
+                                continue;
+                            }
                             const std::uint8_t byte = lines[64 * c + 4 * r + t];
                             sum += cb.u8[byte & 0x0f] * xq[8 * c + t] + cb.u8[byte >> 4] * xq[8 * c + 4 + t];
                         }
@@ -434,16 +467,17 @@ const AmxTileConfig& int8_tile_config() {
 }
 
 // Groups [R0, R1) expanded to B tiles: bx[(R - R0) * G + g] holds 512 bytes.
-template <bool kNf4>
+template <int kKind>
 KEV_AMX_INT8 void amx_expand(const QuantMatrix& w, const CodeBytes& cb, std::int64_t R0, std::int64_t R1,
                              std::uint8_t* bx) {
     const __m512i table = _mm512_loadu_si512(cb.u8);
-    const std::uint8_t* lines = w.codes.data() + R0 * (w.cols / 32) * 256;
+    constexpr std::int64_t SB = slice_bytes(kKind);
+    const std::uint8_t* lines = w.codes.data() + R0 * (w.cols / 32) * SB;
     const std::int64_t slices = (R1 - R0) * (w.cols / 32);
-    for (std::int64_t i = 0; i < slices; ++i, lines += 256, bx += 512) {
+    for (std::int64_t i = 0; i < slices; ++i, lines += SB, bx += 512) {
         for (int l = 0; l < 4; ++l) {
             __m512i lo, hi;
-            expand_line<kNf4>(lines + 64 * l, table, lo, hi);
+            expand_line<kKind>(lines, l, table, lo, hi);
             _mm512_storeu_si512(bx + 128 * l, lo);
             _mm512_storeu_si512(bx + 128 * l + 64, hi);
         }
@@ -563,9 +597,8 @@ const char* to_string(Int8Kernel kernel) {
 
 QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations) {
     const bool half = activations == at::kBFloat16 || activations == at::kHalf;
-    // Q4_K keeps its two-level scales in the row layout (its row kernels multiply it), Q8_0
-    // its bytes (the byte kernels).
-    if (!half || q.interleaved || q.format == QuantFormat::Q4_K || q.byte_codes() || !quant_int8_available() || q.rows % 16 != 0 ||
+    // Q4_K keeps its two-level scales in the row layout (its row kernels multiply it).
+    if (!half || q.interleaved || q.format == QuantFormat::Q4_K || !quant_int8_available() || q.rows % 16 != 0 ||
         q.cols % 32 != 0)
         return q;
     return interleave_rows16(q);
@@ -602,7 +635,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
         else if (avx2) quantize_slices_avx2<false>(x.data_ptr<float>(), i0, i1, cb, a);
         else quantize_slices_scalar(x.data_ptr<float>(), i0, i1, cb, a);
     });
-    const bool nf4 = w.format == QuantFormat::NF4, mins = !w.mins.empty();
+    const bool nf4 = w.format == QuantFormat::NF4, bytes = w.byte_codes(), mins = !w.mins.empty();
     // AMX takes whole passes of 16 rows; VNNI passes of 8 take the rest.
     const std::int64_t amx_rows = kernel == Int8Kernel::Amx && M >= kAmxMinRows ? M / 16 * 16 : 0;
     const std::int64_t per_pass = avx2 ? kRowsPerPassAvx2 : kRowsPerPass;
@@ -611,17 +644,19 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
             if (avx2) {
                 with_rows<kRowsPerPassAvx2>(std::min(per_pass, M - m0), [&](auto mb) {
                     constexpr int MB = decltype(mb)::value;
-                    if (nf4) groups_avx2<MB, true, false>(w, cb, a, m0, yp, R0, R1);
-                    else if (mins) groups_avx2<MB, false, true>(w, cb, a, m0, yp, R0, R1);
-                    else groups_avx2<MB, false, false>(w, cb, a, m0, yp, R0, R1);
+                    if (nf4) groups_avx2<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
+                    else if (bytes) groups_avx2<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
+                    else if (mins) groups_avx2<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
+                    else groups_avx2<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);
                 });
                 continue;
             }
             with_rows<kRowsPerPass>(std::min(kRowsPerPass, M - m0), [&](auto mb) {
                 constexpr int MB = decltype(mb)::value;
-                if (nf4) groups<MB, true, false>(w, cb, a, m0, yp, R0, R1);
-                else if (mins) groups<MB, false, true>(w, cb, a, m0, yp, R0, R1);
-                else groups<MB, false, false>(w, cb, a, m0, yp, R0, R1);
+                if (nf4) groups<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
+                else if (bytes) groups<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
+                else if (mins) groups<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
+                else groups<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);
             });
         }
     };
@@ -635,8 +670,9 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
             std::vector<std::uint8_t> bx(static_cast<std::size_t>(std::min(chunk, R1 - R0) * G * 512));
             for (std::int64_t R = R0; R < R1; R += chunk) {
                 const std::int64_t Rn = std::min(R1, R + chunk);
-                if (nf4) amx_expand<true>(w, cb, R, Rn, bx.data());
-                else amx_expand<false>(w, cb, R, Rn, bx.data());
+                if (nf4) amx_expand<kNf4Codes>(w, cb, R, Rn, bx.data());
+                else if (bytes) amx_expand<kBytes>(w, cb, R, Rn, bx.data());
+                else amx_expand<kNibbles>(w, cb, R, Rn, bx.data());
                 for (std::int64_t m0 = 0; m0 < amx_rows; m0 += 16) {
                     if (mins) groups_amx<true>(w, a, m0, yp, R, Rn, bx.data());
                     else groups_amx<false>(w, a, m0, yp, R, Rn, bx.data());

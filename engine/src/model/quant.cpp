@@ -230,8 +230,16 @@ QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts) {
 
 namespace {
 
-// The code of (row, col) and the index of its scale, in either layout.
+// The code of (row, col) and the index of its scale, in either layout. Byte codes: the
+// signed value (the int8 layout holds it plus 128).
 int code_at(const QuantMatrix& q, std::int64_t row, std::int64_t col) {
+    if (q.byte_codes()) {
+        if (!q.interleaved) return static_cast<std::int8_t>(q.codes[static_cast<std::size_t>(row * q.cols + col)]);
+        const std::int64_t k = col % 32;
+        const std::uint8_t byte = q.codes[static_cast<std::size_t>(((row / 16) * (q.cols / 32) + col / 32) * 512 +
+                                                                   (k / 4) * 64 + (row % 16) * 4 + k % 4)];
+        return static_cast<int>(byte) - 128;
+    }
     std::uint8_t byte;
     bool high;
     if (q.interleaved) {
@@ -283,6 +291,11 @@ QuantMatrix row_layout(const QuantMatrix& q) {
             out.scales[row * bpr + b] = q.scales[scale_at(q, row, b)];
             if (!q.mins.empty()) out.mins[row * bpr + b] = q.mins[scale_at(q, row, b)];
         }
+        if (q.byte_codes()) {
+            for (std::int64_t col = 0; col < q.cols; ++col)
+                out.codes[static_cast<std::size_t>(row * q.cols + col)] = static_cast<std::uint8_t>(code_at(q, row, col));
+            continue;
+        }
         std::uint8_t* dst = out.codes.data() + row * q.cols / 2;
         for (std::int64_t col = 0; col < q.cols; ++col) {
             const int code = code_at(q, row, col);
@@ -295,9 +308,7 @@ QuantMatrix row_layout(const QuantMatrix& q) {
 
 QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
-    if (q.format == QuantFormat::Q4_K || q.byte_codes())
-        throw Error(ErrorCode::InvalidArgument,
-                    std::string("interleave_rows16: ") + to_string(q.format) + " stays in row layout");
+    if (q.format == QuantFormat::Q4_K) throw Error(ErrorCode::InvalidArgument, "interleave_rows16: Q4_K stays in row layout");
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
         throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
     QuantMatrix out;  // the metadata of q; every byte below is written once
@@ -319,6 +330,16 @@ QuantMatrix interleave_rows16(const QuantMatrix& q) {
                     const std::size_t to = static_cast<std::size_t>((R * bpr + b) * 16 + r);
                     out.scales[to] = q.scales[row * bpr + b];
                     if (!q.mins.empty()) out.mins[to] = q.mins[row * bpr + b];
+                }
+                if (q.byte_codes()) {
+                    // Slices of 512 bytes: line L (of 8) holds columns 4L .. 4L + 3, each
+                    // signed byte plus 128 (an unsigned vpdpbusd operand).
+                    const std::uint8_t* src = q.codes.data() + row * q.cols;
+                    std::uint8_t* dst = out.codes.data() + R * G * 512 + r * 4;
+                    for (std::int64_t g = 0; g < G; ++g, src += 32, dst += 512)
+                        for (int L = 0; L < 8; ++L)
+                            for (int t = 0; t < 4; ++t) dst[64 * L + t] = static_cast<std::uint8_t>(src[4 * L + t] ^ 0x80);
+                    continue;
                 }
                 // A source group is 16 bytes: byte j holds column j (low nibble) and
                 // j + 16 (high). Line c wants columns 8c + t and 8c + 4 + t: low nibbles
@@ -355,13 +376,13 @@ at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t
                 const float d = block_scale(q, s);
                 const float m = block_offset(q, s);
                 float* yb = y + r * q.cols + b * q.block;
-                if (q.interleaved) {
-                    for (std::int64_t j = 0; j < q.block; ++j) yb[j] = q.lut[code_at(q, row, b * q.block + j)] * d + m;
+                if (q.byte_codes()) {  // ggml: x = q * d
+                    for (std::int64_t j = 0; j < q.block; ++j)
+                        yb[j] = static_cast<float>(code_at(q, row, b * q.block + j)) * d;
                     continue;
                 }
-                if (q.byte_codes()) {  // ggml: x = q * d
-                    const auto* c = reinterpret_cast<const std::int8_t*>(q.codes.data()) + row * q.cols + b * q.block;
-                    for (std::int64_t j = 0; j < q.block; ++j) yb[j] = static_cast<float>(c[j]) * d;
+                if (q.interleaved) {
+                    for (std::int64_t j = 0; j < q.block; ++j) yb[j] = q.lut[code_at(q, row, b * q.block + j)] * d + m;
                     continue;
                 }
                 const std::uint8_t* c = q.codes.data() + (row * q.cols + b * q.block) / 2;
