@@ -253,41 +253,56 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
     }
 
-    // A GGUF of Q4_K blocks in the 4-bit precision: every linear layer and the tied head
-    // keep them (nothing re-quantized to NF4), they decode to exactly the weights the fp32
-    // load makes of the file, and the 4-bit forward with fp32 activations computes the fp32
-    // forward of those weights (float rounding only).
-    void q4kModelKeepsItsBlocks() {
-        const std::string path = keptModelFile().toStdString();
+    // A GGUF of Q4_K or Q8_0 blocks in the 4-bit precision: every linear layer and the
+    // tied head keep them (nothing re-quantized to NF4), they decode to exactly the weights
+    // the fp32 load makes of the file, and the 4-bit forward with fp32 activations computes
+    // the fp32 forward of those weights (float rounding only). auto keeps them too.
+    void keptModelKeepsItsBlocks_data() {
+        QTest::addColumn<QString>("type");
+        QTest::newRow("q4_k") << QString("Q4_K");
+        QTest::newRow("q8_0") << QString("Q8_0");
+    }
+
+    void keptModelKeepsItsBlocks() {
+        QFETCH(QString, type);
+        const auto format = type == "Q4_K" ? kev::QuantFormat::Q4_K : kev::QuantFormat::Q8_0;
+        const std::string path = keptModelFile(type).toStdString();
         const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
         const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
         const kev::WeightMemory mem = kept->weights().memory();
-        QVERIFY(mem.q4_k > 0);
-        QCOMPARE(mem.nf4, std::int64_t{0});
+        const std::int64_t held = format == kev::QuantFormat::Q4_K ? mem.q4_k : mem.q8_0;
+        QVERIFY(held > 0);
+        QCOMPARE(held, mem.quantized());
         QCOMPARE(mem.dense_linear, std::int64_t{0});
-        QCOMPARE(kept->weights().lm_head.quant->format, kev::QuantFormat::Q4_K);
-        for (const auto& [k, d] : {std::pair{&kept->weights().layers[1], &dense->weights().layers[1]}}) {
-            for (const auto& [a, b] : {std::pair{&k->qkv, &d->qkv}, {&k->o, &d->o}, {&k->gate_up, &d->gate_up}, {&k->down, &d->down}}) {
-                QCOMPARE(a->quant->format, kev::QuantFormat::Q4_K);
-                QVERIFY(at::equal(kev::dequantize(*a->quant, at::kFloat), b->weight));
-            }
+        QCOMPARE(kept->weights().lm_head.quant->format, format);
+        const auto& k = kept->weights().layers[1];
+        const auto& d = dense->weights().layers[1];
+        for (const auto& [a, b] : {std::pair{&k.qkv, &d.qkv}, {&k.o, &d.o}, {&k.gate_up, &d.gate_up}, {&k.down, &d.down}}) {
+            QCOMPARE(a->quant->format, format);
+            QVERIFY(at::equal(kev::dequantize(*a->quant, at::kFloat), b->weight));
         }
         std::vector<std::int64_t> tokens;
         for (int i = 0; i < 21; ++i) tokens.push_back((i * 53 + 7) % 512);
         const at::Tensor got = promptLogits(*kept, tokens);
         const at::Tensor ref = promptLogits(*dense, tokens);
         const double diff = (got - ref).abs().max().item<double>(), scale = ref.abs().max().item<double>();
-        qInfo("q4_k kept vs its fp32 decoding: max |logit diff| %.3g (logits up to %.3g); %.1f KiB of q4_k",
-              diff, scale, static_cast<double>(mem.q4_k) / 1024);
+        qInfo("%s kept vs its fp32 decoding: max |logit diff| %.3g (logits up to %.3g); %.1f KiB of it",
+              qPrintable(type), diff, scale, static_cast<double>(held) / 1024);
         QVERIFY2(diff <= 1e-4 * std::max(1.0, scale), qPrintable(QString::number(diff)));
         // auto picks 4-bit for such a file and says how it runs.
         const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
         QCOMPARE(automatic.name, std::string("4bit"));
-        QVERIFY2(automatic.why.find("Q4_K") != std::string::npos, automatic.why.c_str());
-        // Half activations keep Q4_K in the row layout (no int8 form of its scales).
+        QVERIFY2(automatic.why.find(type.toStdString()) != std::string::npos, automatic.why.c_str());
+        // Half activations: Q4_K stays in the row layout (no int8 form of its two-level
+        // scales); Q8_0 goes to the int8 kernel where it runs (Q8_0 x int8, as llama.cpp).
         const auto half = loadModel(path, kev::DType::BF16, kev::WeightQuant::Q4);
-        QVERIFY(!half->weights().layers[0].gate_up.quant->interleaved);
-        QCOMPARE(half->weights().memory().int8_kernel, std::int64_t{0});
+        const bool int8 = format == kev::QuantFormat::Q8_0 && kev::quant_int8_available();
+        QCOMPARE(half->weights().layers[0].gate_up.quant->interleaved, int8);
+        QCOMPARE(half->weights().memory().int8_kernel, int8 ? half->weights().memory().quantized() : std::int64_t{0});
+        // nf4 re-quantizes them.
+        const kev::WeightMemory nf4 = loadModel(path, kev::DType::BF16, kev::WeightQuant::NF4)->weights().memory();
+        QVERIFY(nf4.nf4 > 0);
+        QCOMPARE(nf4.quantized(), nf4.nf4);
     }
 
     // Q8_0 kept as the file has it: a signed byte per weight and an fp16 d per 32 (the
@@ -328,43 +343,6 @@ private Q_SLOTS:
         QVERIFY(at::equal(kev::dequantize(gi, 20, 50, at::kFloat), kev::dequantize(g, 20, 50, at::kFloat)));
         QVERIFY(kev::row_layout(gi).codes == g.codes);
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
-    }
-
-    // A GGUF of Q8_0 blocks in the 4-bit precision: every linear layer and the tied head
-    // keep them, decoding to the weights the fp32 load makes of the file, and the forward
-    // with fp32 activations is the fp32 forward of those weights (float rounding only).
-    // auto keeps them too.
-    void q8ModelKeepsItsBlocks() {
-        const std::string path = keptModelFile("Q8_0").toStdString();
-        const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
-        const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
-        const kev::WeightMemory mem = kept->weights().memory();
-        QVERIFY(mem.q8_0 > 0);
-        QCOMPARE(mem.nf4, std::int64_t{0});
-        QCOMPARE(mem.dense_linear, std::int64_t{0});
-        QCOMPARE(kept->weights().lm_head.quant->format, kev::QuantFormat::Q8_0);
-        const auto& k = kept->weights().layers[1];
-        const auto& d = dense->weights().layers[1];
-        for (const auto& [a, b] : {std::pair{&k.qkv, &d.qkv}, {&k.o, &d.o}, {&k.gate_up, &d.gate_up}, {&k.down, &d.down}}) {
-            QCOMPARE(a->quant->format, kev::QuantFormat::Q8_0);
-            QVERIFY(at::equal(kev::dequantize(*a->quant, at::kFloat), b->weight));
-        }
-        std::vector<std::int64_t> tokens;
-        for (int i = 0; i < 21; ++i) tokens.push_back((i * 53 + 7) % 512);
-        const at::Tensor got = promptLogits(*kept, tokens);
-        const at::Tensor ref = promptLogits(*dense, tokens);
-        const double diff = (got - ref).abs().max().item<double>(), scale = ref.abs().max().item<double>();
-        qInfo("q8_0 kept vs its fp32 decoding: max |logit diff| %.3g (logits up to %.3g); %.1f KiB of q8_0", diff, scale,
-              static_cast<double>(mem.q8_0) / 1024);
-        QVERIFY2(diff <= 1e-4 * std::max(1.0, scale), qPrintable(QString::number(diff)));
-        const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
-        QCOMPARE(automatic.name, std::string("4bit"));
-        QVERIFY2(automatic.why.find("Q8_0") != std::string::npos, automatic.why.c_str());
-        // Half activations: the int8 kernel where it runs (Q8_0 x int8, as llama.cpp does).
-        const auto half = loadModel(path, kev::DType::BF16, kev::WeightQuant::Q4);
-        QCOMPARE(half->weights().layers[0].gate_up.quant->interleaved, kev::quant_int8_available());
-        // nf4 still re-quantizes them.
-        QCOMPARE(loadModel(path, kev::DType::BF16, kev::WeightQuant::NF4)->weights().memory().q8_0, std::int64_t{0});
     }
 
     void kernelPathsAgree_data() {

@@ -37,6 +37,7 @@
 #include "model/linear_q8.h"
 #include "model/quant_blocks.h"
 #include "model/quant_cuda.h"
+#include "model/with_rows.h"
 // GCC 12 warns inside its own _mm512_reduce_add_ps and _mm512_broadcast_i64x4, whose
 // "undefined" source operand is never read (known false positives).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -267,15 +268,6 @@ void rows_scalar(const QuantMatrix& w, const float* x, std::int64_t ldx, std::in
             }
         }
         for (std::int64_t m = 0; m < M; ++m) y[m * ldy + o] = acc[m];
-    }
-}
-
-// MB is a template parameter (the accumulators live in registers); pick it at run time.
-template <int N, typename Fn>
-void with_rows(std::int64_t mb, Fn&& fn) {
-    if constexpr (N >= 1) {
-        if (mb == N) return fn(std::integral_constant<int, N>{});
-        with_rows<N - 1>(mb, fn);
     }
 }
 

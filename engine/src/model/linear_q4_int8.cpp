@@ -40,6 +40,7 @@
 #include "kev/error.h"
 #include "kev/cpu_kernels.h"
 #include "model/linear_bf16.h"
+#include "model/with_rows.h"
 // GCC 12 warns inside its own _mm512_reduce_* helpers (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -532,15 +533,6 @@ KEV_AMX_INT8 void groups_amx(const QuantMatrix& w, const Int8Acts& a, std::int64
 }
 
 #undef KEV_AMX_INT8
-
-// MB, the format's NF4-ness and its mins are template parameters; pick them at run time.
-template <int N, typename Fn>
-void with_rows(std::int64_t mb, Fn&& fn) {
-    if constexpr (N >= 1) {
-        if (mb == N) return fn(std::integral_constant<int, N>{});
-        with_rows<N - 1>(mb, fn);
-    }
-}
 
 constexpr std::int64_t kRowsPerPass = 8;  // VNNI: 8 int32 + 8 fp32 accumulators in registers
 constexpr std::int64_t kRowsPerPassAvx2 = 4;  // AVX2 has 16 registers, not 32

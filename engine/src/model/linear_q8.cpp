@@ -29,6 +29,7 @@
 
 #include "kev/error.h"
 #include "model/quant_blocks.h"
+#include "model/with_rows.h"
 // GCC 12 warns inside its own _mm512_reduce_add_ps (a false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -105,14 +106,6 @@ void rows_scalar(const QuantMatrix& w, const float* x, std::int64_t ldx, std::in
             }
         }
         for (std::int64_t m = 0; m < M; ++m) y[m * ldy + o] = acc[m];
-    }
-}
-
-template <int N, typename Fn>
-void with_rows(std::int64_t mb, Fn&& fn) {
-    if constexpr (N >= 1) {
-        if (mb == N) return fn(std::integral_constant<int, N>{});
-        with_rows<N - 1>(mb, fn);
     }
 }
 
