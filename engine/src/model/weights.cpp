@@ -53,23 +53,31 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
     if (!fs::exists(path)) throw Error(ErrorCode::Io, path + ": no such file or folder");
     if (!fs::is_directory(path)) {
         const auto gguf = GgufFile::open(path);
-        std::int64_t q4 = 0, kept_other = 0, linear = 0;
+        std::int64_t q4 = 0, q4k = 0, q8 = 0, linear = 0;
         for (const auto& t : gguf->tensors()) {
             if (t.name.find("_norm") != std::string::npos || t.name.find("token_embd") != std::string::npos) continue;
             if (t.dims.size() != 2) continue;
             ++linear;
             if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1) ++q4;
-            if (t.type == GgmlType::Q4_K || t.type == GgmlType::Q8_0) ++kept_other;
+            if (t.type == GgmlType::Q4_K) ++q4k;
+            if (t.type == GgmlType::Q8_0) ++q8;
         }
-        if (q4 > 0 && kept_other == 0)
+        const std::string int8 = quant_int8_available() ? to_string(quant_int8_kernel()) : to_string(quant_kernel());
+        if (q4 > 0 && q4k + q8 == 0)
             return {"4bit", std::to_string(q4) + " of " + std::to_string(linear) +
                                 " weight matrices are Q4_0/Q4_1 blocks: kept as they are, multiplied by the " +
-                                to_string(quant_int8_kernel()) + " kernel"};
-        if (q4 + kept_other > 0)
-            return {"4bit", std::to_string(q4 + kept_other) + " of " + std::to_string(linear) +
-                                " weight matrices are Q4_0/Q4_1/Q4_K/Q8_0 blocks: kept as they are (Q4_K and Q8_0 "
-                                "by the " + std::string(to_string(quant_kernel())) + " row kernels), the other linear "
-                                "layers NF4"};
+                                int8 + " kernel"};
+        if (q4 + q4k + q8 > 0) {
+            std::vector<std::string> how;
+            if (q4 > 0) how.push_back("Q4_0/Q4_1 by the " + int8 + " kernel");
+            if (q8 > 0) how.push_back("Q8_0 by the " + int8 + " kernel");
+            if (q4k > 0) how.push_back(std::string("Q4_K by the ") + to_string(quant_kernel()) + " row kernel");
+            std::string why = std::to_string(q4 + q4k + q8) + " of " + std::to_string(linear) +
+                              " weight matrices are Q4_0/Q4_1/Q4_K/Q8_0 blocks: kept as they are (";
+            for (std::size_t i = 0; i < how.size(); ++i) why += (i ? ", " : "") + how[i];
+            why += q4 + q4k + q8 < linear ? "), the other linear layers NF4" : ")";
+            return {"4bit", why};
+        }
     }
     const Bf16Kernel bf16 = active_bf16_kernel();
     if (bf16 != Bf16Kernel::Scalar)
