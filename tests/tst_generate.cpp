@@ -29,17 +29,36 @@ struct Tiny {
     std::unique_ptr<kev::Model> model;
 };
 
+// A tiny random model; ggufType (e.g. "Q8_0") loads it from a GGUF of that type written
+// with llama.cpp's names (make_random_gguf.py), whose blocks the 4-bit precision keeps.
 std::unique_ptr<kev::Model> loadTiny(const QString& preset, kev::DType dtype = kev::DType::F32,
-                                     kev::WeightQuant quant = kev::WeightQuant::None) {
+                                     kev::WeightQuant quant = kev::WeightQuant::None, const QString& ggufType = {}) {
     const QString dir = kevtest::workDir("generate-" + preset);
     if (!QFile::exists(dir + "/config.json")) {
         const QByteArray out = kevtest::runReference("make_random_model.py", {"--preset", preset, "--out", dir});
         if (!QFile::exists(dir + "/config.json")) return nullptr;
     }
+    QString path = dir;
+    if (!ggufType.isEmpty()) {
+        path = dir + "/model-" + ggufType.toLower() + ".gguf";
+        if (!QFile::exists(path))
+            kevtest::runReference("make_random_gguf.py", {"--model", dir, "--out", path, "--type", ggufType});
+        if (!QFile::exists(path)) return nullptr;
+    }
     kev::LoadOptions options;
     options.dtype = dtype;
     options.quant = quant;
-    return kev::Model::load(dir.toStdString(), options);
+    return kev::Model::load(path.toStdString(), options);
+}
+
+// A precision row of the family tests: fp32, bf16, 4bit (NF4 from the folder), or q8_0
+// (a Q8_0 GGUF kept in its blocks: bf16 activations, the int8 kernel) and q8_0 fp32 (fp32
+// activations, the byte kernels).
+std::unique_ptr<kev::Model> loadTinyAs(const QString& preset, const QString& precision) {
+    if (precision == "q8_0") return loadTiny(preset, kev::DType::BF16, kev::WeightQuant::Q4, "Q8_0");
+    if (precision == "q8_0 fp32") return loadTiny(preset, kev::DType::F32, kev::WeightQuant::Q4, "Q8_0");
+    return loadTiny(preset, precision == "fp32" ? kev::DType::F32 : kev::DType::BF16,
+                    precision == "4bit" ? kev::WeightQuant::NF4 : kev::WeightQuant::None);
 }
 
 std::vector<kev::TokenId> randomPrompt(std::mt19937& rng, int vocab, int minLen, int maxLen) {
@@ -132,7 +151,8 @@ private Q_SLOTS:
 
     // Invariant 1 on every kernel family, forced in turn (kev/cpu_kernels.h): a card's
     // logits packed are the same bits as alone, in fp32, bf16 and 4-bit (NF4, int8
-    // kernel), greedy and seeded sampling, with and without a shared context. A family
+    // kernel; Q8_0 blocks kept, through the int8 kernel and, with fp32 activations, the
+    // byte kernels), greedy and seeded sampling, with and without a shared context. A family
     // this CPU lacks is reported as not run, by name; it is never tested under another.
     // tiny-gemma2 / tiny-gemma3 add soft-capped scores, GeGLU, Gemma's norms and 16-token
     // windows that the shared context and prompts cross.
@@ -150,6 +170,11 @@ private Q_SLOTS:
                     QTest::addRow("%s %s %s shared sampled", family, precision, preset)
                         << QString(family) << QString(precision) << true << QString(preset);
             }
+        for (const char* family : {"scalar", "avx2", "avx512", "amx"})
+            for (const char* precision : {"q8_0", "q8_0 fp32"})
+                for (bool shared : {false, true})
+                    QTest::addRow("%s %s%s", family, precision, shared ? " shared sampled" : " greedy")
+                        << QString(family) << QString(precision) << shared << QString("tiny-qwen2");
     }
 
     void isolationIsExactOnEveryKernelFamily() {
@@ -161,10 +186,9 @@ private Q_SLOTS:
         if (!kev::isa_supported(isa))
             QSKIP(qPrintable(QString("NOT RUN: the %1 kernels (this CPU has up to %2)").arg(family, kev::to_string(kev::cpu_isa()))));
         kev::set_isa_limit(isa);
-        const kev::DType dtype = precision == "fp32" ? kev::DType::F32 : kev::DType::BF16;
-        const auto quant = precision == "4bit" ? kev::WeightQuant::NF4 : kev::WeightQuant::None;
-        const auto m = loadTiny(preset, dtype, quant);
+        const auto m = loadTinyAs(preset, precision);
         QVERIFY(m);
+        if (precision.startsWith("q8_0")) QVERIFY(m->weights().memory().q8_0 == m->weights().memory().quantized());
         for (const auto& [path, kernel] : kev::kernel_paths())
             if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode")
                 qInfo("%s: %s", path.c_str(), kernel.c_str());
@@ -192,8 +216,9 @@ private Q_SLOTS:
     }
 
     // One arithmetic on every family: the fp32 forward (FMA dense kernels, row kernels,
-    // AVX2 or scalar attention) and the 4-bit forward (the int8 kernel's exact sums) give
-    // the same bits whichever family runs them; bf16 too when the FMA kernel is named.
+    // AVX2 or scalar attention) and the 4-bit forward (the int8 kernel's exact sums, NF4 or
+    // Q8_0 blocks kept) give the same bits whichever family runs them; bf16 too when the
+    // FMA kernel is named.
     // tiny-gemma2 / tiny-gemma3: soft-capped and windowed attention rows too (the first
     // card's 20-30 tokens after an 8-token context cross the 16-token window).
     void theForwardIsTheSameBitsOnEveryFamily_data() {
@@ -204,12 +229,12 @@ private Q_SLOTS:
             QTest::addRow("%s bf16 fma", preset) << "bf16" << QString(preset);
             QTest::addRow("%s 4bit", preset) << "4bit" << QString(preset);
         }
+        QTest::addRow("tiny-qwen3 q8_0") << "q8_0" << QString("tiny-qwen3");
     }
     void theForwardIsTheSameBitsOnEveryFamily() {
         QFETCH(QString, precision);
         QFETCH(QString, preset);
-        const auto m = loadTiny(preset, precision == "fp32" ? kev::DType::F32 : kev::DType::BF16,
-                                precision == "4bit" ? kev::WeightQuant::NF4 : kev::WeightQuant::None);
+        const auto m = loadTinyAs(preset, precision);
         QVERIFY(m);
         std::mt19937 rng(5);
         const std::vector<kev::TokenCard> cards = {{randomPrompt(rng, 512, 20, 30), greedy(6)},
