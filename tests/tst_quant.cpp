@@ -247,9 +247,19 @@ private Q_SLOTS:
                                                                   rows, cols));
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size(),
                                                                   rows * 2, cols / 2));  // rows of 384
-        // Row layout only: not the int8 kernel's, not CUDA's twin.
-        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(kev::concat_rows({q, q, q, q, q, q, q, q})));
-        QVERIFY(!kev::prepare_quant(q, at::kBFloat16).interleaved);
+        // The int8 kernel's layout (16-row groups: two-level tables moved with the rows)
+        // holds the same values and turns back byte for byte; no CUDA form.
+        const kev::QuantMatrix g = kev::concat_rows({q, p, q, p, q, p, q, p, q, p, q, p, q, p, q, p});  // 112 rows
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(q));
+        const kev::QuantMatrix gi = kev::interleave_rows16(g);
+        QVERIFY(gi.interleaved);
+        QCOMPARE(gi.bytes(), g.bytes());
+        QVERIFY(at::equal(kev::dequantize(gi, at::kFloat), kev::dequantize(g, at::kFloat)));
+        QVERIFY(at::equal(kev::dequantize(gi, 19, 70, at::kFloat), kev::dequantize(g, 19, 70, at::kFloat)));
+        const kev::QuantMatrix back = kev::row_layout(gi);
+        QVERIFY(back.codes == g.codes && back.scales == g.scales && back.mins == g.mins);
+        QVERIFY(back.sub_scales == g.sub_scales && back.sub_mins == g.sub_mins);
+        QCOMPARE(kev::prepare_quant(g, at::kBFloat16).interleaved, kev::quant_int8_available());
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
     }
 
@@ -293,10 +303,10 @@ private Q_SLOTS:
         const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
         QCOMPARE(automatic.name, std::string("4bit"));
         QVERIFY2(automatic.why.find(type.toStdString()) != std::string::npos, automatic.why.c_str());
-        // Half activations: Q4_K stays in the row layout (no int8 form of its two-level
-        // scales); Q8_0 goes to the int8 kernel where it runs (Q8_0 x int8, as llama.cpp).
+        // Half activations: the int8 kernel where it runs (as llama.cpp multiplies Q4_K and
+        // Q8_0 by int8 activations).
         const auto half = loadModel(path, kev::DType::BF16, kev::WeightQuant::Q4);
-        const bool int8 = format == kev::QuantFormat::Q8_0 && kev::quant_int8_available();
+        const bool int8 = kev::quant_int8_available();
         QCOMPARE(half->weights().layers[0].gate_up.quant->interleaved, int8);
         QCOMPARE(half->weights().memory().int8_kernel, int8 ? half->weights().memory().quantized() : std::int64_t{0});
         // nf4 re-quantizes them.
@@ -600,6 +610,8 @@ private Q_SLOTS:
         QTest::newRow("q4_1 64x64 bias") << int(kev::QuantFormat::Q4_1) << 64 << 64 << true;
         QTest::newRow("q8_0 48x256 bias") << int(kev::QuantFormat::Q8_0) << 48 << 256 << true;
         QTest::newRow("q8_0 32x96") << int(kev::QuantFormat::Q8_0) << 32 << 96 << false;
+        QTest::newRow("q4_k 48x512 bias") << int(kev::QuantFormat::Q4_K) << 48 << 512 << true;
+        QTest::newRow("q4_k 32x256") << int(kev::QuantFormat::Q4_K) << 32 << 256 << false;
     }
 
     void int8KernelFollowsItsSpecification() {
@@ -762,10 +774,7 @@ private Q_SLOTS:
                                        : loadModel(tinyDir("tiny-qwen2").toStdString(),
                                                    half ? kev::DType::BF16 : kev::DType::F32, kev::WeightQuant::NF4);
         const kev::WeightMemory mem = m->weights().memory();
-        if (kept == "Q4_K") {
-            QCOMPARE(QString(kev::to_string(m->weights().layers[0].gate_up.quant->format)), kept.toLower());
-            QCOMPARE(mem.int8_kernel, std::int64_t{0});
-        } else if (!kept.isEmpty()) {  // Q8_0: the int8 kernel for bf16 activations, where it runs
+        if (!kept.isEmpty()) {  // Q4_K, Q8_0: the int8 kernel for bf16 activations, where it runs
             QCOMPARE(QString(kev::to_string(m->weights().layers[0].gate_up.quant->format)), kept.toLower());
             QCOMPARE(mem.int8_kernel, half && kev::quant_int8_available() ? mem.quantized() : std::int64_t{0});
         } else {

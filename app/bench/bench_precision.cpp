@@ -316,9 +316,25 @@ kev::QuantMatrix q8_0_of(const at::Tensor& w) {
     return kev::quant_from_ggml(kev::QuantFormat::Q8_0, bytes.data(), bytes.size(), rows, cols);
 }
 
+// Random ggml Q4_K blocks [rows, cols] (cols a multiple of 256): random codes and 6-bit
+// factors, small finite d and dmin. Speed does not depend on the values.
+kev::QuantMatrix random_q4_k(std::int64_t rows, std::int64_t cols) {
+    std::mt19937 rng(7);
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 256 * 144));
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    for (std::size_t at = 0; at < bytes.size(); at += 144)
+        for (int h = 0; h < 2; ++h) {
+            const std::uint16_t v = c10::Half(0.001f * static_cast<float>(1 + rng() % 9)).x;
+            bytes[at + 2 * h] = static_cast<std::uint8_t>(v & 0xff);
+            bytes[at + 2 * h + 1] = static_cast<std::uint8_t>(v >> 8);
+        }
+    return kev::quant_from_ggml(kev::QuantFormat::Q4_K, bytes.data(), bytes.size(), rows, cols);
+}
+
 // One matrix, every kernel path, M = 1..16: best time per call and the weight bytes it
 // streams per second (what bounds the decode step). bf16 at::linear for comparison.
-// --format nf4 (the default) or q8_0 (the byte kernels), each also in the int8 layout.
+// --format nf4 (the default), q8_0 (the byte kernels) or q4_k (cols a multiple of 256),
+// each also in the int8 layout.
 int run_q4kernel(const Args& args) {
     std::int64_t rows = 9728, cols = 896;  // the 0.5B model's fused gate|up
     std::vector<int> ms{1, 4, 8, 16};
@@ -340,11 +356,11 @@ int run_q4kernel(const Args& args) {
     }
     c10::InferenceMode guard;
     const at::Tensor w = at::randn({rows, cols}) * 0.02;  // [rows, cols]
-    if (format != "nf4" && format != "q8_0") {
-        std::fprintf(stderr, "kev-bench q4kernel: --format must be nf4 or q8_0\n");
+    if ((format != "nf4" && format != "q8_0" && format != "q4_k") || (format == "q4_k" && cols % 256 != 0)) {
+        std::fprintf(stderr, "kev-bench q4kernel: --format must be nf4, q8_0 or q4_k (q4_k: --cols a multiple of 256)\n");
         return 2;
     }
-    const kev::QuantMatrix q = format == "q8_0" ? q8_0_of(w) : kev::quantize_nf4(w);
+    const kev::QuantMatrix q = format == "q8_0" ? q8_0_of(w) : format == "q4_k" ? random_q4_k(rows, cols) : kev::quantize_nf4(w);
     const kev::QuantMatrix qi = rows % 16 == 0 ? kev::interleave_rows16(q) : q;  // the int8 kernel's layout
     const at::Tensor wb = w.to(at::kBFloat16);
     nlohmann::json report;
@@ -393,7 +409,7 @@ int run_q4kernel(const Args& args) {
 }  // namespace
 
 KEV_BENCH("q4kernel", "the 4-bit kernel paths vs bf16 linear on one matrix [--rows 9728 --cols 896 --m 1,4,8,16 --reps 50 "
-                      "--format nf4|q8_0]",
+                      "--format nf4|q8_0|q4_k]",
           run_q4kernel);
 KEV_BENCH("precision", "weight memory and decode tok/s per precision --model PATH [--precisions fp32,bf16,4bit,nf4] "
                        "[--n 1,4,8,16] [--prompt 32] [--gen 64] [--reps 3] [--out PREFIX]",

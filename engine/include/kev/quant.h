@@ -11,8 +11,9 @@
 //   Q4_1  code, plus the offset m      (ggml: x = q * d + m)
 //   Q4_K  code, scale d * sc, offset -(dmin * m): ggml's Q4_K super-blocks of 256 (fp16 d
 //         and dmin) over 8 blocks of 32 with 6-bit sc and m, kept as two levels
-//         (model/quant_blocks.h); 4.625 bits/weight. Row layout only (not the int8
-//         kernel's, not CUDA): the row kernels below multiply it on the CPU.
+//         (model/quant_blocks.h); 4.625 bits/weight. CPU only: the row kernels below
+//         multiply it with fp32 activations, the int8 kernel with half activations
+//         (scales d * sc and mins -(dmin * m) formed in fp32, exact, per slice).
 // One byte-code format sits beside them: its codes are whole bytes, not nibbles:
 //   Q8_0  a signed byte per weight and an fp16 d per 32 (ggml: x = q * d), 8.5
 //         bits/weight as in the file. q * d is exact in fp32 (8 + 11 significant

@@ -14,7 +14,9 @@
 // with init = -offset * sum(q) undoing the unsigned code offset, and dx' = dx * unit.
 // The 16 lanes of acc are 16 output rows, so results are stored without reductions.
 // Q8_0's byte codes (value + 128, offset 128) skip the expansion: a slice is 8 lines
-// read as they are, llama.cpp's Q8_0 x Q8_0 with the same exact sums.
+// read as they are, llama.cpp's Q8_0 x Q8_0 with the same exact sums. Q4_K's codes are
+// nibbles like Q4_1's; its block scales d * sc and mins -(dmin * m) are formed from the
+// two levels in the epilogue (exact in fp32), 16 rows at a time.
 //
 // Prefill (32 rows or more) on CPUs with AMX-INT8 takes the sums from the tile unit, 16
 // activation rows at a time, and scales them with the same epilogue (scale_slice).
@@ -63,9 +65,10 @@ struct CodeBytes {
 };
 
 // How codes are held in the interleaved layout: nibbles that are the values (Q4_0/Q4_1,
-// through the offset), nibbles that index NF4's byte table, or whole bytes (Q8_0: the
-// signed value plus 128, so a 32-column slice of 16 rows is 512 bytes, 8 lines).
-enum CodeKind { kNibbles, kNf4Codes, kBytes };
+// through the offset; Q4_K, whose block scales and mins are two-level), nibbles that
+// index NF4's byte table, or whole bytes (Q8_0: the signed value plus 128, so a
+// 32-column slice of 16 rows is 512 bytes, 8 lines).
+enum CodeKind { kNibbles, kNibblesK, kNf4Codes, kBytes };
 constexpr std::int64_t slice_bytes(int kind) { return kind == kBytes ? 512 : 256; }
 
 CodeBytes code_bytes(const QuantMatrix& w) {
@@ -184,22 +187,47 @@ KEV_VNNI inline void expand_line(const std::uint8_t* slice, int c, __m512i table
     }
 }
 
+// Q4_K's scales and mins of slice g of group R, 16 rows at a time: d * sc and
+// -(dmin * m), exact in fp32 (11 + 6 significant bits), as the row kernels compute them.
+// Tables in the int8 layout: d, dmin [group][256 columns][16]; sc, m [group][block][16].
+struct TwoLevel {
+    const std::uint16_t* d;     // fp16 bits
+    const std::uint8_t* sc;
+    const std::uint16_t* dmin;  // fp16 bits
+    const std::uint8_t* m;
+};
+inline TwoLevel two_level(const QuantMatrix& w, std::int64_t R, std::int64_t g, std::int64_t r0) {
+    const std::int64_t bpr = w.blocks_per_row();
+    const std::size_t top = static_cast<std::size_t>((R * (bpr / 8) + g / 8) * 16 + r0);
+    const std::size_t sub = static_cast<std::size_t>((R * bpr + g) * 16 + r0);
+    return {w.scales.data() + top, w.sub_scales.data() + sub, w.mins.data() + top, w.sub_mins.data() + sub};
+}
+
 // The float steps of slice g of group R for MB activation rows, from their exact sums s
 // (init included): the one epilogue of the VNNI and AMX paths, hence the same bits.
-template <int MB, bool kMins>
+template <int MB, bool kMins, bool kTwoLevel = false>
 KEV_VNNI inline void scale_slice(const QuantMatrix& w, const Int8Acts& a, const __m512i (&s)[MB], std::int64_t R,
                                  std::int64_t g, std::int64_t s0, __m512 (&acc)[MB]) {
     const std::int64_t G = w.cols / 32;
     const std::int64_t sc = (R * w.blocks_per_row() + (w.block == 64 ? g >> 1 : g)) * 16;
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.scales.data() + sc)));
+    __m512 d, mn = _mm512_setzero_ps();
+    if constexpr (kTwoLevel) {
+        const TwoLevel t = two_level(w, R, g, 0);
+        d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.d))),
+                          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.sc)))));
+        mn = _mm512_sub_ps(_mm512_setzero_ps(),
+                           _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.dmin))),
+                                         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.m))))));
+    } else {
+        d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.scales.data() + sc)));
+        if constexpr (kMins) mn = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.mins.data() + sc)));
+    }
     for (int m = 0; m < MB; ++m) {
         const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s[m]), _mm512_set1_ps(a.dxu[s0 + m * G + g]));
         acc[m] = _mm512_fmadd_ps(t, d, acc[m]);
     }
-    if constexpr (kMins) {
-        const __m512 mn = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.mins.data() + sc)));
+    if constexpr (kMins)
         for (int m = 0; m < MB; ++m) acc[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(a.sdx[s0 + m * G + g]), acc[m]);
-    }
 }
 
 // Output groups [R0, R1) for activation rows [0, MB) of `a` starting at row m0.
@@ -232,7 +260,7 @@ KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& 
                     s[m] = dpbusd_bcast(s[m], hi, xm + 1);
                 }
             }
-            scale_slice<MB, kMins>(w, a, s, R, g, s0, acc);
+            scale_slice<MB, kMins, kKind == kNibblesK>(w, a, s, R, g, s0, acc);
         }
         for (int m = 0; m < MB; ++m) store16(y, m0 + m, R * 16, acc[m]);
     }
@@ -308,7 +336,7 @@ template <int MB, int kKind, bool kMins>
 KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, const Out& y,
                            std::int64_t R0, std::int64_t R1) {
     const std::int64_t K = w.cols, G = K / 32;
-    constexpr bool kSigned = kKind != kNibbles;  // codes enter signed (NF4's table, Q8_0's bytes)
+    constexpr bool kSigned = kKind == kNf4Codes || kKind == kBytes;  // codes enter signed (NF4's table, Q8_0's bytes)
     constexpr std::int64_t SB = slice_bytes(kKind);
     const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), bias128 = _mm256_set1_epi8(-128);
     alignas(32) std::int8_t signed_table[32];
@@ -362,17 +390,26 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                     }
                 }
                 const std::int64_t sc = (R * w.blocks_per_row() + (w.block == 64 ? g >> 1 : g)) * 16 + 8 * h;
-                const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales.data() + sc)));
+                __m256 d, mn = _mm256_setzero_ps();
+                if constexpr (kKind == kNibblesK) {
+                    const TwoLevel t = two_level(w, R, g, 8 * h);
+                    d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.d))),
+                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.sc)))));
+                    mn = _mm256_sub_ps(
+                        _mm256_setzero_ps(),
+                        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.dmin))),
+                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.m))))));
+                } else {
+                    d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales.data() + sc)));
+                    if constexpr (kMins) mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.mins.data() + sc)));
+                }
                 for (int m = 0; m < MB; ++m) {
                     const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s[m]), _mm256_set1_ps(a.dxu[s0 + m * G + g]));
                     acc[m] = _mm256_fmadd_ps(t, d, acc[m]);
                 }
-                if constexpr (kMins) {
-                    const __m256 mn =
-                        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.mins.data() + sc)));
+                if constexpr (kMins)
                     for (int m = 0; m < MB; ++m)
                         acc[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(a.sdx[s0 + m * G + g]), acc[m]);
-                }
             }
             for (int m = 0; m < MB; ++m) store8(y, m0 + m, R * 16 + 8 * h, acc[m]);
         }
@@ -427,8 +464,17 @@ void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a,
                         }
                     }
                     const float t = static_cast<float>(sum) * a.dxu[slice];
-                    acc[r] = std::fmaf(t, fp16_to_float(w.scales[sc + r]), acc[r]);
-                    if (!w.mins.empty()) acc[r] = std::fmaf(fp16_to_float(w.mins[sc + r]), a.sdx[slice], acc[r]);
+                    float d, mn;
+                    if (!w.sub_scales.empty()) {  // Q4_K: d * sc, -(dmin * m)
+                        const TwoLevel k = two_level(w, R, g, r);
+                        d = fp16_to_float(*k.d) * static_cast<float>(*k.sc);
+                        mn = -(fp16_to_float(*k.dmin) * static_cast<float>(*k.m));
+                    } else {
+                        d = fp16_to_float(w.scales[sc + r]);
+                        mn = w.mins.empty() ? 0.0f : fp16_to_float(w.mins[sc + r]);
+                    }
+                    acc[r] = std::fmaf(t, d, acc[r]);
+                    if (!w.mins.empty()) acc[r] = std::fmaf(mn, a.sdx[slice], acc[r]);
                 }
             }
             for (int r = 0; r < 16; ++r) {
@@ -505,7 +551,7 @@ KEV_AMX_INT8 inline void amx_multiply(int k, const std::int8_t* xq, std::int64_t
 #undef KEV_AMX_MULTIPLY
 
 // Activation rows [m0, m0 + 16) x groups [R0, R1), from their expanded tiles bx.
-template <bool kMins>
+template <bool kMins, bool kTwoLevel>
 KEV_AMX_INT8 void groups_amx(const QuantMatrix& w, const Int8Acts& a, std::int64_t m0, const Out& y, std::int64_t R0,
                              std::int64_t R1, const std::uint8_t* bx) {
     _tile_loadconfig(&int8_tile_config());
@@ -524,7 +570,7 @@ KEV_AMX_INT8 void groups_amx(const QuantMatrix& w, const Int8Acts& a, std::int64
                 __m512i s[16];
                 for (int m = 0; m < 16; ++m)
                     s[m] = _mm512_add_epi32(_mm512_load_si512(cg + 16 * m), _mm512_set1_epi32(a.init[s0 + m * G + g - 2]));
-                scale_slice<16, kMins>(w, a, s, R, g - 2, s0, acc);
+                scale_slice<16, kMins, kTwoLevel>(w, a, s, R, g - 2, s0, acc);
             }
         }
         for (int m = 0; m < 16; ++m) store16(y, m0 + m, R * 16, acc[m]);
@@ -589,8 +635,7 @@ const char* to_string(Int8Kernel kernel) {
 
 QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations) {
     const bool half = activations == at::kBFloat16 || activations == at::kHalf;
-    // Q4_K keeps its two-level scales in the row layout (its row kernels multiply it).
-    if (!half || q.interleaved || q.format == QuantFormat::Q4_K || !quant_int8_available() || q.rows % 16 != 0 ||
+    if (!half || q.interleaved || !quant_int8_available() || q.rows % 16 != 0 ||
         q.cols % 32 != 0)
         return q;
     return interleave_rows16(q);
@@ -628,6 +673,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
         else quantize_slices_scalar(x.data_ptr<float>(), i0, i1, cb, a);
     });
     const bool nf4 = w.format == QuantFormat::NF4, bytes = w.byte_codes(), mins = !w.mins.empty();
+    const bool q4k = w.format == QuantFormat::Q4_K;
     // AMX takes whole passes of 16 rows; VNNI passes of 8 take the rest.
     const std::int64_t amx_rows = kernel == Int8Kernel::Amx && M >= kAmxMinRows ? M / 16 * 16 : 0;
     const std::int64_t per_pass = avx2 ? kRowsPerPassAvx2 : kRowsPerPass;
@@ -637,6 +683,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
                 with_rows<kRowsPerPassAvx2>(std::min(per_pass, M - m0), [&](auto mb) {
                     constexpr int MB = decltype(mb)::value;
                     if (nf4) groups_avx2<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
+                    else if (q4k) groups_avx2<MB, kNibblesK, true>(w, cb, a, m0, yp, R0, R1);
                     else if (bytes) groups_avx2<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
                     else if (mins) groups_avx2<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
                     else groups_avx2<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);
@@ -646,6 +693,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
             with_rows<kRowsPerPass>(std::min(kRowsPerPass, M - m0), [&](auto mb) {
                 constexpr int MB = decltype(mb)::value;
                 if (nf4) groups<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
+                else if (q4k) groups<MB, kNibblesK, true>(w, cb, a, m0, yp, R0, R1);
                 else if (bytes) groups<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
                 else if (mins) groups<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
                 else groups<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);
@@ -666,8 +714,9 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
                 else if (bytes) amx_expand<kBytes>(w, cb, R, Rn, bx.data());
                 else amx_expand<kNibbles>(w, cb, R, Rn, bx.data());
                 for (std::int64_t m0 = 0; m0 < amx_rows; m0 += 16) {
-                    if (mins) groups_amx<true>(w, a, m0, yp, R, Rn, bx.data());
-                    else groups_amx<false>(w, a, m0, yp, R, Rn, bx.data());
+                    if (q4k) groups_amx<true, true>(w, a, m0, yp, R, Rn, bx.data());
+                    else if (mins) groups_amx<true, false>(w, a, m0, yp, R, Rn, bx.data());
+                    else groups_amx<false, false>(w, a, m0, yp, R, Rn, bx.data());
                 }
                 vnni_passes(amx_rows, R, Rn);
             }

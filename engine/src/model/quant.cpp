@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -254,8 +255,42 @@ int code_at(const QuantMatrix& q, std::int64_t row, std::int64_t col) {
     return high ? byte >> 4 : byte & 0x0f;
 }
 
-std::int64_t scale_at(const QuantMatrix& q, std::int64_t row, std::int64_t block) {
-    return q.interleaved ? ((row / 16) * q.blocks_per_row() + block) * 16 + row % 16 : row * q.blocks_per_row() + block;
+// Entry j of row `row` in a table of n entries per row: [row][j] in the row layout,
+// [row / 16][j][row % 16] in the int8 kernel's.
+std::size_t table_at(bool interleaved, std::int64_t row, std::int64_t j, std::int64_t n) {
+    return static_cast<std::size_t>(interleaved ? ((row / 16) * n + j) * 16 + row % 16 : row * n + j);
+}
+
+// Entries per row of the top-level tables (scales, mins): one per block, or for Q4_K one
+// per 256 columns (its 6-bit factors per block in sub_scales / sub_mins).
+std::int64_t top_per_row(const QuantMatrix& q) { return q.sub_scales.empty() ? q.blocks_per_row() : q.cols / 256; }
+
+// The tables of `from` moved into `to`'s layout (sizes already set), row by row.
+void move_tables(const QuantMatrix& from, QuantMatrix& to, std::int64_t row) {
+    const std::int64_t top = top_per_row(from), bpr = from.blocks_per_row();
+    for (std::int64_t j = 0; j < top; ++j) {
+        const std::size_t a = table_at(from.interleaved, row, j, top), b = table_at(to.interleaved, row, j, top);
+        to.scales[b] = from.scales[a];
+        if (!from.mins.empty()) to.mins[b] = from.mins[a];
+    }
+    for (std::int64_t j = 0; j < bpr && !from.sub_scales.empty(); ++j) {
+        const std::size_t a = table_at(from.interleaved, row, j, bpr), b = table_at(to.interleaved, row, j, bpr);
+        to.sub_scales[b] = from.sub_scales[a];
+        to.sub_mins[b] = from.sub_mins[a];
+    }
+}
+
+// Block b of row `row`: its scale and offset as floats, in either layout (quant_blocks.h).
+std::pair<float, float> scale_offset(const QuantMatrix& q, std::int64_t row, std::int64_t b) {
+    const std::int64_t bpr = q.blocks_per_row();
+    if (!q.interleaved) return {block_scale(q, row * bpr + b), block_offset(q, row * bpr + b)};
+    if (q.sub_scales.empty()) {
+        const std::size_t s = table_at(true, row, b, bpr);
+        return {fp16_to_float(q.scales[s]), q.mins.empty() ? 0.0f : fp16_to_float(q.mins[s])};
+    }
+    const std::size_t top = table_at(true, row, b / 8, bpr / 8), sub = table_at(true, row, b, bpr);
+    return {fp16_to_float(q.scales[top]) * static_cast<float>(q.sub_scales[sub]),
+            -(fp16_to_float(q.mins[top]) * static_cast<float>(q.sub_mins[sub]))};
 }
 
 }  // namespace
@@ -285,12 +320,10 @@ QuantMatrix row_layout(const QuantMatrix& q) {
     out.codes.assign(q.codes.size(), 0);
     out.scales.resize(q.scales.size());
     out.mins.resize(q.mins.size());
-    const std::int64_t bpr = q.blocks_per_row();
+    out.sub_scales.resize(q.sub_scales.size());
+    out.sub_mins.resize(q.sub_mins.size());
     for (std::int64_t row = 0; row < q.rows; ++row) {
-        for (std::int64_t b = 0; b < bpr; ++b) {
-            out.scales[row * bpr + b] = q.scales[scale_at(q, row, b)];
-            if (!q.mins.empty()) out.mins[row * bpr + b] = q.mins[scale_at(q, row, b)];
-        }
+        move_tables(q, out, row);
         if (q.byte_codes()) {
             for (std::int64_t col = 0; col < q.cols; ++col)
                 out.codes[static_cast<std::size_t>(row * q.cols + col)] = static_cast<std::uint8_t>(code_at(q, row, col));
@@ -308,7 +341,6 @@ QuantMatrix row_layout(const QuantMatrix& q) {
 
 QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
-    if (q.format == QuantFormat::Q4_K) throw Error(ErrorCode::InvalidArgument, "interleave_rows16: Q4_K stays in row layout");
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
         throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
     QuantMatrix out;  // the metadata of q; every byte below is written once
@@ -321,16 +353,14 @@ QuantMatrix interleave_rows16(const QuantMatrix& q) {
     out.codes.resize(q.codes.size());
     out.scales.resize(q.scales.size());
     out.mins.resize(q.mins.size());
-    const std::int64_t G = q.cols / 32, bpr = q.blocks_per_row();
+    out.sub_scales.resize(q.sub_scales.size());
+    out.sub_mins.resize(q.sub_mins.size());
+    const std::int64_t G = q.cols / 32;
     at::parallel_for(0, q.rows / 16, 8, [&](std::int64_t g0, std::int64_t g1) {
         for (std::int64_t R = g0; R < g1; ++R) {
             for (std::int64_t r = 0; r < 16; ++r) {
                 const std::int64_t row = R * 16 + r;
-                for (std::int64_t b = 0; b < bpr; ++b) {
-                    const std::size_t to = static_cast<std::size_t>((R * bpr + b) * 16 + r);
-                    out.scales[to] = q.scales[row * bpr + b];
-                    if (!q.mins.empty()) out.mins[to] = q.mins[row * bpr + b];
-                }
+                move_tables(q, out, row);
                 if (q.byte_codes()) {
                     // Slices of 512 bytes: line L (of 8) holds columns 4L .. 4L + 3, each
                     // signed byte plus 128 (an unsigned vpdpbusd operand).
@@ -372,9 +402,7 @@ at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t
         for (std::int64_t r = r0; r < r1; ++r) {
             const std::int64_t row = row_begin + r;
             for (std::int64_t b = 0; b < bpr; ++b) {
-                const std::int64_t s = scale_at(q, row, b);
-                const float d = block_scale(q, s);
-                const float m = block_offset(q, s);
+                const auto [d, m] = scale_offset(q, row, b);
                 float* yb = y + r * q.cols + b * q.block;
                 if (q.byte_codes()) {  // ggml: x = q * d
                     for (std::int64_t j = 0; j < q.block; ++j)

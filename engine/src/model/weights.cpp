@@ -68,14 +68,14 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
                                 " weight matrices are Q4_0/Q4_1 blocks: kept as they are, multiplied by the " +
                                 int8 + " kernel"};
         if (q4 + q4k + q8 > 0) {
-            std::vector<std::string> how;
-            if (q4 > 0) how.push_back("Q4_0/Q4_1 by the " + int8 + " kernel");
-            if (q8 > 0) how.push_back("Q8_0 by the " + int8 + " kernel");
-            if (q4k > 0) how.push_back(std::string("Q4_K by the ") + to_string(quant_kernel()) + " row kernel");
+            std::vector<std::string> kinds;
+            if (q4 > 0) kinds.push_back("Q4_0/Q4_1");
+            if (q4k > 0) kinds.push_back("Q4_K");
+            if (q8 > 0) kinds.push_back("Q8_0");
             std::string why = std::to_string(q4 + q4k + q8) + " of " + std::to_string(linear) +
                               " weight matrices are Q4_0/Q4_1/Q4_K/Q8_0 blocks: kept as they are (";
-            for (std::size_t i = 0; i < how.size(); ++i) why += (i ? ", " : "") + how[i];
-            why += q4 + q4k + q8 < linear ? "), the other linear layers NF4" : ")";
+            for (std::size_t i = 0; i < kinds.size(); ++i) why += (i ? ", " : "") + kinds[i];
+            why += " by the " + int8 + " kernel" + (q4 + q4k + q8 < linear ? "), the other linear layers NF4" : ")");
             return {"4bit", why};
         }
     }
