@@ -116,6 +116,11 @@ int run_pack(const Args& args) {
     std::vector<int> ns{1, 2, 4, 8, 16};
     int prompt_len = 128, gen_len = 128, reps = 3;
     bool packed_only = false;  // --packed-only 1: no one-at-a-time runs (side by side with llama-batched-bench)
+    // --alone K: the one-at-a-time runs of a pack measured on its first K cards only and
+    // scaled by n / K (every card has the same lengths); 0 = every card. For a device
+    // lent for minutes. --dense-mask 0 leaves out the dense-mask pass.
+    int alone_cards = 0;
+    bool dense_pass = true;
     for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
         const std::string& k = args[i];
         const std::string& v = args[i + 1];
@@ -127,6 +132,8 @@ int run_pack(const Args& args) {
         else if (k == "--reps") reps = std::stoi(v);
         else if (k == "--out") out_prefix = v;
         else if (k == "--packed-only") packed_only = v == "1";
+        else if (k == "--alone") alone_cards = std::stoi(v);
+        else if (k == "--dense-mask") dense_pass = v != "0";
         else if (k == "--device") device = v;
         else if (k == "--hbm-gbs") hbm_gbs = std::stod(v);
         else {
@@ -174,6 +181,7 @@ int run_pack(const Args& args) {
     report["prompt_tokens"] = prompt_len;
     report["generated_tokens"] = gen_len;
     report["repetitions"] = reps;
+    report["alone_cards_measured"] = alone_cards;  // 0: every card of every pack
     report["results"] = nlohmann::json::array();
 
     const int vocab = static_cast<int>(model->config().vocab_size);
@@ -206,13 +214,14 @@ int run_pack(const Args& args) {
                 } else if (!packed_only) {
                     double wall = 0, decode_s = 0;
                     long long gen = 0;
-                    for (const auto& card : cards) {
-                        const Sample s = run_once(*model, {card});
+                    const int measured = alone_cards > 0 ? std::min(alone_cards, n) : n;
+                    for (int c = 0; c < measured; ++c) {
+                        const Sample s = run_once(*model, {cards[static_cast<std::size_t>(c)]});
                         wall += s.wall_s;
                         decode_s += s.decode_s;
                         gen += s.generated - 1;
                     }
-                    seq_wall.push_back(wall);
+                    seq_wall.push_back(wall * n / measured);
                     seq_decode_tps.push_back(gen / decode_s);
                 }
             }
@@ -220,7 +229,7 @@ int run_pack(const Args& args) {
         // The same pack once more with the dense-mask decode (every row reads the whole
         // cache): what the gathered layout saves.
         double dense_step_ms = 0;
-        if (!packed_only) {
+        if (!packed_only && dense_pass) {
             const Sample dense = run_once(*model, cards, /*dense=*/true);
             dense_step_ms = dense.decode_s / std::max<long long>(1, dense.steps) * 1e3;
         }
@@ -267,7 +276,12 @@ int run_pack(const Args& args) {
            << "Command: `" << cmd << "`\n\n"
            << "Weights streamed per step " << weight_bytes / 1e6 << " MB; read bandwidth " << bandwidth
            << " GB/s; roofline step " << roofline_ms << " ms; load " << load_s << " s; prompt " << prompt_len
-           << " tokens, " << gen_len << " generated per card, median of " << reps << ".\n\n"
+           << " tokens, " << gen_len << " generated per card, median of " << reps << "."
+           << (alone_cards > 0 ? " One-at-a-time: the first " + std::to_string(alone_cards) +
+                                     " cards of each pack run alone, their time scaled by N / " +
+                                     std::to_string(alone_cards) + " (cards of one length)."
+                               : std::string())
+           << "\n\n"
            << "| N | packed wall s | one-at-a-time wall s | ratio | TTFT s | prefill tok/s | aggregate decode tok/s "
               "| per-card tok/s | one-at-a-time decode tok/s | step ms | of which linears ms | step / roofline | dense-mask step ms | peak RSS MiB |\n"
            << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -291,7 +305,7 @@ int run_pack(const Args& args) {
 
 KEV_BENCH("pack", "packed vs one-at-a-time generation --model PATH [--precision bf16|fp32|4bit|nf4] [--n 1,2,4,8,16] "
                   "[--device cpu|cuda --hbm-gbs 4800] "
-                  "[--prompt 128] [--gen 128] [--reps 3] [--packed-only 1] [--out PREFIX]",
+                  "[--prompt 128] [--gen 128] [--reps 3] [--packed-only 1] [--alone K] [--dense-mask 0] [--out PREFIX]",
           run_pack);
 
 }  // namespace kevbench
