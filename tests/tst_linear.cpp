@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 
 #include "kev/cpu_kernels.h"
+#include "kev/cuda_attention.h"
 #include "kev/error.h"
 #include "kev/quant.h"
 #include "kev/weights.h"
@@ -196,6 +197,33 @@ private Q_SLOTS:
             if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode" || path == "Q4_K kept blocks" ||
                 path == "Q8_0 kept blocks")
                 QVERIFY2(QString::fromStdString(kernel).contains("scalar"), qPrintable(QString::fromStdString(path + ": " + kernel)));
+    }
+
+    // KEV_CUDA_SDPA: "auto" leaves libtorch's choice; a list allows exactly the backends
+    // named; an unknown name or an empty list is refused by name, not ignored.
+    void cudaAttentionChoiceIsParsed() {
+        QVERIFY(kev::parse_cuda_attention_choice("").automatic);
+        QVERIFY(kev::parse_cuda_attention_choice("auto").automatic);
+        const auto c = kev::parse_cuda_attention_choice("efficient,math");
+        QVERIFY(!c.automatic);
+        QVERIFY(c.efficient && c.math && !c.flash && !c.cudnn);
+        const auto d = kev::parse_cuda_attention_choice("cudnn");
+        QVERIFY(d.cudnn && !d.efficient && !d.math && !d.flash);
+        for (const char* bad : {"fast", "efficient,", ",", "math,,cudnn", "math,cudnn,xla", " math"}) {
+            try {
+                (void)kev::parse_cuda_attention_choice(bad);
+                QFAIL(bad);
+            } catch (const kev::Error& e) {
+                QCOMPARE(e.code(), kev::ErrorCode::InvalidArgument);
+                QVERIFY2(std::string(e.what()).find("valid: auto") != std::string::npos, e.what());
+            }
+        }
+        qputenv("KEV_CUDA_SDPA", "efficient,math");
+        QVERIFY(QString::fromStdString(kev::cuda_attention_description()).contains("limited to efficient, math"));
+        qputenv("KEV_CUDA_SDPA", "flashy");
+        QVERIFY(QString::fromStdString(kev::cuda_attention_description()).startsWith("invalid: KEV_CUDA_SDPA"));
+        qunsetenv("KEV_CUDA_SDPA");
+        QVERIFY(QString::fromStdString(kev::cuda_attention_description()).contains("libtorch's choice"));
     }
 };
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "bench.h"
+#include "kev/cuda_attention.h"
 #include "kev/engine_info.h"
 #include "kev/generator.h"
 #include "kev/model.h"
@@ -173,6 +175,15 @@ int run_pack(const Args& args) {
     report["model"] = model_path;
     report["precision"] = precision;
     report["device"] = device;
+    if (cuda) {
+        // Which attention kernel libtorch takes for this model's decode and prompt shapes
+        // (KEV_CUDA_SDPA limits the choice; kev/cuda_attention.h).
+        const auto& cfg = model->config();
+        const auto sdpa = kev::cuda_attention_backends(static_cast<int>(cfg.num_heads), static_cast<int>(cfg.num_kv_heads),
+                                                       static_cast<int>(cfg.head_dim), precision == "fp16" ? "fp16" : "bf16");
+        const char* env = std::getenv("KEV_CUDA_SDPA");
+        report["cuda_attention"] = {{"KEV_CUDA_SDPA", env ? env : "auto"}, {"decode", sdpa.decode}, {"prompt", sdpa.prompt}};
+    }
     report["bandwidth_source"] = cuda ? "given (--hbm-gbs)" : "measured (host memory read)";
     report["streamed_weight_bytes"] = weight_bytes;
     report["load_s"] = load_s;
@@ -185,6 +196,15 @@ int run_pack(const Args& args) {
     report["results"] = nlohmann::json::array();
 
     const int vocab = static_cast<int>(model->config().vocab_size);
+    {
+        // One short untimed run first: the process's first forward loads kernels and sets
+        // up libraries (on CUDA, seconds), which no pack size should be charged with.
+        kev::TokenCard warm;
+        warm.prompt.assign(8, 3);
+        warm.sampling.temperature = 0.0f;
+        warm.sampling.max_new_tokens = 4;
+        run_once(*model, {warm});
+    }
     for (int n : ns) {
         std::mt19937 rng(1234u + static_cast<unsigned>(n));
         std::uniform_int_distribution<int> tok(3, std::min(vocab, 32000) - 1);

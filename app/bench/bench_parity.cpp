@@ -128,6 +128,16 @@ int run_parity(const Args& args) {
             const bool same = got == want;
             row["greedy_identical"] = same;
             row["greedy_first_difference"] = same ? -1 : static_cast<long long>(first);
+            // The reference's margin between its two best logits where the runs part
+            // (model_logits.py writes it): a near-tie there is not a wrong kernel.
+            if (!same) {
+                std::ifstream in(ref_dir + "/greedy_margins_" + std::to_string(i) + ".json");
+                if (in) {
+                    const auto margins = nlohmann::json::parse(in, nullptr, false);
+                    if (margins.is_array() && first < margins.size() && margins[first].is_number())
+                        row["reference_margin_at_first_difference"] = margins[first].get<double>();
+                }
+            }
             ok = ok && same;
         }
         std::fprintf(stderr, "prompt %zu (%lld tokens from %lld): max |diff| %.3g%s\n", i, static_cast<long long>(n),

@@ -5,14 +5,25 @@
 #include <algorithm>
 
 #if defined(KEV_CUDA_KERNELS)
+#include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
 namespace kev {
 
+#if defined(KEV_CUDA_KERNELS)
+namespace {
+// The caching allocator has no device table until libtorch's CUDA state is set up (the
+// first CUDA tensor does it); asked before, it throws "Invalid device argument" (seen on
+// an H200 when the VRAM figures were read before the model was loaded).
+void cuda_ready() { at::globalContext().lazyInitDevice(c10::DeviceType::CUDA); }
+}  // namespace
+#endif
+
 std::optional<CudaAllocatorMemory> cuda_allocator_memory() {
 #if defined(KEV_CUDA_KERNELS)
     if (!engine_info().cuda_available) return std::nullopt;
+    cuda_ready();
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
     const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     CudaAllocatorMemory m;
@@ -28,7 +39,10 @@ std::optional<CudaAllocatorMemory> cuda_allocator_memory() {
 
 void reset_cuda_peak_memory() {
 #if defined(KEV_CUDA_KERNELS)
-    if (engine_info().cuda_available) c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+    if (engine_info().cuda_available) {
+        cuda_ready();
+        c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+    }
 #endif
 }
 

@@ -10,7 +10,8 @@ are reached without 1000-token prompts). Writes OUTDIR/logits_<i>.f32 (raw
 little-endian float32, [n, vocab], row-major) and prints a JSON summary on stdout.
 With --greedy N it also writes OUTDIR/greedy_<i>.json: the N tokens greedy decoding
 picks after the prompt (with the cache, in --dtype on --device), the reference of
-kev-bench parity --greedy. --device cuda runs on the GPU (packaging/gpu-check.sh).
+kev-bench parity --greedy, and OUTDIR/greedy_margins_<i>.json: at each of those steps the
+margin between the two best logits. --device cuda runs on the GPU (packaging/gpu-check.sh).
 """
 import argparse
 import json
@@ -58,16 +59,27 @@ def main():
             logits.cpu().numpy().astype("<f4").tofile(os.path.join(args.out, f"logits_{i}.f32"))
             shapes.append(list(logits.shape))
             if args.greedy > 0:
+                # Each step's margin between the two best logits, in the reference's own
+                # dtype: where two runs part, it says whether the step was a near-tie.
+                def pick(step_logits):
+                    top = step_logits.float().topk(2)
+                    return int(top.indices[0]), float(top.values[0] - top.values[1])
+
                 out = model(input_ids=ids, position_ids=pos, use_cache=True)
-                past, tokens = out.past_key_values, [int(out.logits[0, -1].argmax())]
+                token, margin = pick(out.logits[0, -1])
+                past, tokens, margins = out.past_key_values, [token], [margin]
                 for t in range(1, args.greedy):
                     step_pos = torch.tensor([[start + ids.shape[1] + t - 1]], device=args.device)
                     out = model(input_ids=torch.tensor([[tokens[-1]]], device=args.device), position_ids=step_pos,
                                 past_key_values=past, use_cache=True)
                     past = out.past_key_values
-                    tokens.append(int(out.logits[0, -1].argmax()))
+                    token, margin = pick(out.logits[0, -1])
+                    tokens.append(token)
+                    margins.append(margin)
                 with open(os.path.join(args.out, f"greedy_{i}.json"), "w") as f:
                     json.dump(tokens, f)
+                with open(os.path.join(args.out, f"greedy_margins_{i}.json"), "w") as f:
+                    json.dump(margins, f)
     print(json.dumps({"model": args.model, "shapes": shapes, "architecture": type(model).__name__}))
 
 

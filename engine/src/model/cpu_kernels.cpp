@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "kev/cuda_attention.h"
 #include "kev/error.h"
 #include "kev/quant.h"
 #include "model/linear_dense.h"
@@ -236,6 +237,7 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
         {"4-bit on CUDA", quant_cuda_kernels_built()
                               ? std::string("kev fused kernels, one fixed order (built for sm ") + cuda_architectures() + ")"
                               : std::string("not built (no nvcc when this build was configured)")},
+        {"attention on CUDA", cuda_attention_description()},
     };
 }
 

@@ -15,6 +15,7 @@
 #include "kev/quant.h"
 #include "kev/safetensors.h"
 #include "model/linear_bf16.h"
+#include "kev/cuda_attention.h"
 #include "model/linear_cuda.h"
 #include "model/linear_dense.h"
 #include "model/torch_util.h"
@@ -89,6 +90,7 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
 void check_device_dtype(Device device, DType dtype) {
     if (device == Device::Cuda && !engine_info().cuda_available)
         throw Error(ErrorCode::Unsupported, "device cuda: this libtorch has no CUDA or no CUDA device is present");
+    if (device == Device::Cuda) apply_cuda_attention_choice();  // KEV_CUDA_SDPA
     // Run each kind of op the forward uses once on tiny tensors: a build without a
     // kernel fails here, before a model is loaded, not in the middle of a run.
     try {
