@@ -271,11 +271,12 @@ private Q_SLOTS:
         QTest::addColumn<QString>("type");
         QTest::newRow("q4_k") << QString("Q4_K");
         QTest::newRow("q8_0") << QString("Q8_0");
+        QTest::newRow("q5_0 (as 8-bit codes)") << QString("Q5_0");
     }
 
     void keptModelKeepsItsBlocks() {
         QFETCH(QString, type);
-        const auto format = type == "Q4_K" ? kev::QuantFormat::Q4_K : kev::QuantFormat::Q8_0;
+        const auto format = type == "Q4_K" ? kev::QuantFormat::Q4_K : kev::QuantFormat::Q8_0;  // Q5_0: byte codes
         const std::string path = keptModelFile(type).toStdString();
         const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
         const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
@@ -313,6 +314,37 @@ private Q_SLOTS:
         const kev::WeightMemory nf4 = loadModel(path, kev::DType::BF16, kev::WeightQuant::NF4)->weights().memory();
         QVERIFY(nf4.nf4 > 0);
         QCOMPARE(nf4.quantized(), nf4.nf4);
+    }
+
+    // Q5_0 taken over exactly as Q8_0-format byte codes: q5 - 16 as a signed byte, d as
+    // it is; the values are the gguf package's decoding bit for bit, every code from -16
+    // to 15 met, the row order applied, short data and ragged rows refused.
+    void q5BlocksBecomeExactByteCodes() {
+        const std::int64_t rows = 9, cols = 320;
+        const KBlocks k = ggufBlocks("Q5_0", rows, cols, 5);
+        QVERIFY(k.reference.defined());
+        QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 32 * 22));
+        const kev::QuantMatrix q = kev::quant_from_ggml_q5_0(k.bytes.data(), k.bytes.size(), rows, cols);
+        QCOMPARE(q.format, kev::QuantFormat::Q8_0);
+        QVERIFY(q.byte_codes());
+        QCOMPARE(q.bytes(), rows * cols / 32 * 34);
+        QVERIFY(at::equal(kev::dequantize(q, at::kFloat), k.reference));
+        at::Tensor own = at::empty({rows, cols});
+        kev::ggml_dequantize(kev::GgmlType::Q5_0, k.bytes.data(), own.data_ptr<float>(), rows * cols);
+        QVERIFY(at::equal(own, k.reference));
+        int lowest = 127, highest = -128;
+        for (const std::uint8_t c : q.codes) {
+            lowest = std::min(lowest, int(static_cast<std::int8_t>(c)));
+            highest = std::max(highest, int(static_cast<std::int8_t>(c)));
+        }
+        QCOMPARE(lowest, -16);
+        QCOMPARE(highest, 15);
+        const kev::QuantMatrix p = kev::quant_from_ggml_q5_0(k.bytes.data(), k.bytes.size(), rows, cols,
+                                                             {8, 7, 6, 5, 4, 3, 2, 1, 0});
+        QVERIFY(at::equal(kev::dequantize(p, at::kFloat), k.reference.flip(0)));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml_q5_0(k.bytes.data(), k.bytes.size() - 1, rows, cols));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml_q5_0(k.bytes.data(), k.bytes.size(), rows, cols + 16));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml_q5_0(k.bytes.data(), k.bytes.size(), rows, cols, {0, 1}));
     }
 
     // Q8_0 kept as the file has it: a signed byte per weight and an fp16 d per 32 (the

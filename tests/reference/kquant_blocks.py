@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Random GGUF blocks (K-quants and Q8_0) and their dequantization by the `gguf` package
+"""Random GGUF blocks (K-quants, Q8_0 and Q5_0) and their dequantization by the `gguf` package
 (llama.cpp's own Python reader), for Kev's kernel tests.
 
-    kquant_blocks.py --out FILE.gguf --type Q4_K|Q8_0 --rows R --cols C [--seed S]
+    kquant_blocks.py --out FILE.gguf --type Q4_K|Q8_0|Q5_0 --rows R --cols C [--seed S]
 
 Writes FILE.gguf with one tensor "w" [R, C] of random blocks (every bit pattern of the
 codes and packed 6-bit scales; d (and Q4_K's dmin) random finite fp16) and FILE.gguf.f32,
@@ -17,7 +17,7 @@ import numpy as np
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--type", default="Q4_K", choices=["Q4_K", "Q8_0"])
+    ap.add_argument("--type", default="Q4_K", choices=["Q4_K", "Q8_0", "Q5_0"])
     ap.add_argument("--rows", type=int, required=True)
     ap.add_argument("--cols", type=int, required=True)
     ap.add_argument("--seed", type=int, default=0)

@@ -2,7 +2,7 @@
 """Convert a (random-weight) Hugging Face model folder to GGUF the way llama.cpp's
 convert_hf_to_gguf.py does, for Kev's loader tests.
 
-    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q4_K]
+    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q5_0|Q4_0|Q4_1|Q4_K]
 
 As in llama.cpp: q_proj/k_proj rows of llama-architecture models are permuted for
 ggml's RoPE layout (qwen2/qwen3 are not); 1-D tensors (norms, biases) stay F32;
@@ -110,7 +110,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K"])
+    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q4_K"])
     ap.add_argument("--tokenizer", help="folder with a byte-level BPE tokenizer.json (and tokenizer_config.json): "
                                         "written into the file as llama.cpp's 'gpt2' tokenizer, so text goes in")
     args = ap.parse_args()

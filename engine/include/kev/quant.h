@@ -98,6 +98,13 @@ QuantMatrix quantize_nf4(const at::Tensor& weight);
 QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,
                             std::int64_t cols, const std::vector<std::int64_t>& row_order = {});
 
+// GGUF Q5_0 blocks ([fp16 d][32 high bits][16 bytes of low nibbles] per 32) taken over
+// exactly as Q8_0-format byte codes: each weight's code q5 - 16 (-16..15) as a signed
+// byte, d as it is. The same values (d * (q5 - 16)), 8.5 bits a weight instead of the
+// file's 5.5; the Q8_0 kernels multiply them. Bounds and row order as quant_from_ggml.
+QuantMatrix quant_from_ggml_q5_0(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
+                                 const std::vector<std::int64_t>& row_order = {});
+
 // Stacks matrices of one format and width row-wise (q | k | v, gate | up); row layout.
 QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts);
 

@@ -121,19 +121,30 @@ namespace {
 // nibble and 64c + 32 + l in its high one).
 constexpr std::int64_t kQ4KBlockBytes = 144;
 
-QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
-                          const std::vector<std::int64_t>& row_order) {
-    if (rows <= 0 || cols <= 0 || cols % 256 != 0)
-        throw Error(ErrorCode::Format, "Q4_K blocks: a row of " + std::to_string(cols) + " is not whole 256-element super-blocks");
-    const std::int64_t spr = cols / 256;  // super-blocks per row
-    if (nbytes / static_cast<std::uint64_t>(kQ4KBlockBytes) / static_cast<std::uint64_t>(spr) < static_cast<std::uint64_t>(rows))
-        throw Error(ErrorCode::Format, "Q4_K blocks: the tensor's data is shorter than its shape needs");
+// An empty matrix of `format` for rows x cols read from ggml blocks of `unit` columns and
+// `block_bytes` bytes: throws Format where the rows are not whole blocks or `nbytes`
+// cannot hold them (`what` names the file's type).
+QuantMatrix checked_blocks(const char* what, QuantFormat format, std::int64_t rows, std::int64_t cols, std::int64_t unit,
+                           std::int64_t block_bytes, std::uint64_t nbytes) {
+    if (rows <= 0 || cols <= 0 || cols % unit != 0)
+        throw Error(ErrorCode::Format, std::string(what) + " blocks: a row of " + std::to_string(cols) + " is not whole " +
+                                           std::to_string(unit) + "-element blocks");
+    if (nbytes / static_cast<std::uint64_t>(block_bytes) / static_cast<std::uint64_t>(cols / unit) <
+        static_cast<std::uint64_t>(rows))
+        throw Error(ErrorCode::Format, std::string(what) + " blocks: the tensor's data is shorter than its shape needs");
     QuantMatrix q;
-    q.format = QuantFormat::Q4_K;
+    q.format = format;
     q.rows = rows;
     q.cols = cols;
     q.block = 32;
-    q.lut = lut_of(QuantFormat::Q4_K);
+    q.lut = lut_of(format);
+    return q;
+}
+
+QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
+                          const std::vector<std::int64_t>& row_order) {
+    QuantMatrix q = checked_blocks("Q4_K", QuantFormat::Q4_K, rows, cols, 256, kQ4KBlockBytes, nbytes);
+    const std::int64_t spr = cols / 256;  // super-blocks per row
     q.codes.resize(static_cast<std::size_t>(rows * cols / 2));
     q.scales.resize(static_cast<std::size_t>(rows * spr));
     q.mins.resize(q.scales.size());
@@ -177,21 +188,11 @@ QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::u
     if (!row_order.empty() && static_cast<std::int64_t>(row_order.size()) != rows)
         throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
     if (format == QuantFormat::Q4_K) return q4k_from_ggml(data, nbytes, rows, cols, row_order);
-    if (rows <= 0 || cols <= 0 || cols % 32 != 0)
-        throw Error(ErrorCode::Format, std::string(to_string(format)) + " blocks: a row of " + std::to_string(cols) +
-                                           " is not whole 32-element blocks");
     // Q4_0 [d][16 bytes of nibbles], Q4_1 [d][m][16 bytes], Q8_0 [d][32 signed bytes].
     const bool has_min = format == QuantFormat::Q4_1, bytes8 = format == QuantFormat::Q8_0;
     const std::int64_t head = has_min ? 4 : 2, code_bytes = bytes8 ? 32 : 16, block_bytes = head + code_bytes;
+    QuantMatrix q = checked_blocks(to_string(format), format, rows, cols, 32, block_bytes, nbytes);
     const std::int64_t bpr = cols / 32;
-    if (nbytes / static_cast<std::uint64_t>(block_bytes) / static_cast<std::uint64_t>(bpr) < static_cast<std::uint64_t>(rows))
-        throw Error(ErrorCode::Format, std::string(to_string(format)) + " blocks: the tensor's data is shorter than its shape needs");
-    QuantMatrix q;
-    q.format = format;
-    q.rows = rows;
-    q.cols = cols;
-    q.block = 32;
-    q.lut = lut_of(format);
     q.codes.resize(static_cast<std::size_t>(rows * bpr * code_bytes));
     q.scales.resize(static_cast<std::size_t>(rows * bpr));
     if (has_min) q.mins.resize(q.scales.size());
@@ -203,6 +204,35 @@ QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::u
             q.scales[r * bpr + b] = load_u16(blk);
             if (has_min) q.mins[r * bpr + b] = load_u16(blk + 2);
             std::memcpy(q.codes.data() + (r * bpr + b) * code_bytes, blk + head, static_cast<std::size_t>(code_bytes));
+        }
+    }
+    return q;
+}
+
+QuantMatrix quant_from_ggml_q5_0(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
+                                 const std::vector<std::int64_t>& row_order) {
+    if (!row_order.empty() && static_cast<std::int64_t>(row_order.size()) != rows)
+        throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
+    constexpr std::int64_t kBlockBytes = 22;  // d, qh, 16 bytes of nibbles
+    QuantMatrix q = checked_blocks("Q5_0", QuantFormat::Q8_0, rows, cols, 32, kBlockBytes, nbytes);
+    const std::int64_t bpr = cols / 32;
+    q.codes.resize(static_cast<std::size_t>(rows * cols));
+    q.scales.resize(static_cast<std::size_t>(rows * bpr));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t src_row = row_order.empty() ? r : row_order[r];
+        if (src_row < 0 || src_row >= rows) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order out of range");
+        const std::uint8_t* blk = data + src_row * bpr * kBlockBytes;
+        for (std::int64_t b = 0; b < bpr; ++b, blk += kBlockBytes) {
+            q.scales[r * bpr + b] = load_u16(blk);
+            const std::uint32_t qh = static_cast<std::uint32_t>(blk[2]) | static_cast<std::uint32_t>(blk[3]) << 8 |
+                                     static_cast<std::uint32_t>(blk[4]) << 16 | static_cast<std::uint32_t>(blk[5]) << 24;
+            std::uint8_t* out = q.codes.data() + (r * bpr + b) * 32;
+            for (int j = 0; j < 16; ++j) {  // column j: low nibble and bit j; column j + 16: high nibble and bit j + 16
+                const int lo = (blk[6 + j] & 0x0f) | static_cast<int>((qh >> j) & 1u) << 4;
+                const int hi = (blk[6 + j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+                out[j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(lo - 16));
+                out[j + 16] = static_cast<std::uint8_t>(static_cast<std::int8_t>(hi - 16));
+            }
         }
     }
     return q;

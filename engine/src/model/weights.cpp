@@ -54,7 +54,7 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
     if (!fs::exists(path)) throw Error(ErrorCode::Io, path + ": no such file or folder");
     if (!fs::is_directory(path)) {
         const auto gguf = GgufFile::open(path);
-        std::int64_t q4 = 0, q4k = 0, q8 = 0, linear = 0;
+        std::int64_t q4 = 0, q4k = 0, q8 = 0, q5 = 0, linear = 0;
         for (const auto& t : gguf->tensors()) {
             if (t.name.find("_norm") != std::string::npos || t.name.find("token_embd") != std::string::npos) continue;
             if (t.dims.size() != 2) continue;
@@ -62,21 +62,24 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
             if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1) ++q4;
             if (t.type == GgmlType::Q4_K) ++q4k;
             if (t.type == GgmlType::Q8_0) ++q8;
+            if (t.type == GgmlType::Q5_0) ++q5;
         }
         const std::string int8 = quant_int8_available() ? to_string(quant_int8_kernel()) : to_string(quant_kernel());
-        if (q4 > 0 && q4k + q8 == 0)
+        if (q4 > 0 && q4k + q8 + q5 == 0)
             return {"4bit", std::to_string(q4) + " of " + std::to_string(linear) +
                                 " weight matrices are Q4_0/Q4_1 blocks: kept as they are, multiplied by the " +
                                 int8 + " kernel"};
-        if (q4 + q4k + q8 > 0) {
+        const std::int64_t kept = q4 + q4k + q8 + q5;
+        if (kept > 0) {
             std::vector<std::string> kinds;
             if (q4 > 0) kinds.push_back("Q4_0/Q4_1");
             if (q4k > 0) kinds.push_back("Q4_K");
             if (q8 > 0) kinds.push_back("Q8_0");
-            std::string why = std::to_string(q4 + q4k + q8) + " of " + std::to_string(linear) +
-                              " weight matrices are Q4_0/Q4_1/Q4_K/Q8_0 blocks: kept as they are (";
+            if (q5 > 0) kinds.push_back("Q5_0 exactly as 8-bit codes");
+            std::string why = std::to_string(kept) + " of " + std::to_string(linear) +
+                              " weight matrices are Q4_0/Q4_1/Q4_K/Q8_0/Q5_0 blocks: kept as they are (";
             for (std::size_t i = 0; i < kinds.size(); ++i) why += (i ? ", " : "") + kinds[i];
-            why += " by the " + int8 + " kernel" + (q4 + q4k + q8 < linear ? "), the other linear layers NF4" : ")");
+            why += " by the " + int8 + " kernel" + (kept < linear ? "), the other linear layers NF4" : ")");
             return {"4bit", why};
         }
     }
@@ -552,25 +555,34 @@ private:
         return std::make_shared<const QuantMatrix>(prepare_quant(std::move(q), opts_.dtype().toScalarType()));
     }
 
-    // GGUF Q4_0/Q4_1/Q4_K/Q8_0 blocks of `parts` taken over as they are, or null when the
-    // mode, the file or the parts' types do not allow it (parts of mixed types; Q4_K and
-    // Q8_0 on CUDA, where Kev has no kernel for them). `count` marks the tensors read.
+    // The format GGUF blocks of `type` are kept in (Q5_0 as Q8_0-format byte codes, the
+    // same values), or NF4 where Kev keeps no such blocks here (Q4_K, Q8_0 and Q5_0 on
+    // CUDA, where Kev has no kernel for them; Q4_K rows not whole super-blocks).
+    QuantFormat kept_format(GgmlType type, std::int64_t cols) const {
+        const bool cpu = !opts_.device().is_cuda();
+        switch (type) {
+            case GgmlType::Q4_0: return QuantFormat::Q4_0;
+            case GgmlType::Q4_1: return QuantFormat::Q4_1;
+            case GgmlType::Q4_K: return cpu && cols % 256 == 0 ? QuantFormat::Q4_K : QuantFormat::NF4;
+            case GgmlType::Q8_0: case GgmlType::Q5_0: return cpu ? QuantFormat::Q8_0 : QuantFormat::NF4;
+            default: return QuantFormat::NF4;
+        }
+    }
+
+    // GGUF Q4_0/Q4_1/Q4_K/Q8_0 blocks of `parts` taken over as they are (Q5_0 exactly, as
+    // byte codes), or null when the mode, the file or the parts' types do not allow it
+    // (parts kept in different formats; kept_format). `count` marks the tensors read.
     std::shared_ptr<const QuantMatrix> kept_blocks(const std::vector<Part>& parts, std::int64_t cols, bool count) {
         if (quant_ != WeightQuant::Q4 || cols % 32 != 0) return nullptr;
         std::vector<const GgufTensorInfo*> infos;
+        QuantFormat format = QuantFormat::NF4;
         for (const auto& p : parts) {
             const GgufTensorInfo* info = src_.gguf_info(p.name);
-            const bool cpu_only = info && !opts_.device().is_cuda() &&
-                                  ((info->type == GgmlType::Q4_K && cols % 256 == 0) || info->type == GgmlType::Q8_0);
-            if (!info || (info->type != GgmlType::Q4_0 && info->type != GgmlType::Q4_1 && !cpu_only) ||
-                info->type != (infos.empty() ? info->type : infos[0]->type))
-                return nullptr;
+            const QuantFormat f = info ? kept_format(info->type, cols) : QuantFormat::NF4;
+            if (f == QuantFormat::NF4 || (!infos.empty() && f != format)) return nullptr;
+            format = f;
             infos.push_back(info);
         }
-        const QuantFormat format = infos[0]->type == GgmlType::Q4_0   ? QuantFormat::Q4_0
-                                   : infos[0]->type == GgmlType::Q4_1 ? QuantFormat::Q4_1
-                                   : infos[0]->type == GgmlType::Q8_0 ? QuantFormat::Q8_0
-                                                                      : QuantFormat::Q4_K;
         std::vector<QuantMatrix> mats;
         for (std::size_t k = 0; k < parts.size(); ++k) {
             const Part& p = parts[k];
@@ -584,7 +596,9 @@ private:
                                            .contiguous();
                 order.assign(idx.data_ptr<std::int64_t>(), idx.data_ptr<std::int64_t>() + p.rows);
             }
-            mats.push_back(quant_from_ggml(format, src_.gguf_data(*infos[k]), infos[k]->nbytes, p.rows, cols, order));
+            mats.push_back(infos[k]->type == GgmlType::Q5_0
+                               ? quant_from_ggml_q5_0(src_.gguf_data(*infos[k]), infos[k]->nbytes, p.rows, cols, order)
+                               : quant_from_ggml(format, src_.gguf_data(*infos[k]), infos[k]->nbytes, p.rows, cols, order));
             if (count) {
                 unused_.erase(p.name);
                 if (progress_) progress_(++done_, total_);
