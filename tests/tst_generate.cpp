@@ -53,10 +53,12 @@ std::unique_ptr<kev::Model> loadTiny(const QString& preset, kev::DType dtype = k
 
 // A precision row of the family tests: fp32, bf16, 4bit (NF4 from the folder), or q8_0
 // (a Q8_0 GGUF kept in its blocks: bf16 activations, the int8 kernel) and q8_0 fp32 (fp32
-// activations, the byte kernels).
+// activations, the byte kernels); q5_0 and q5_0 fp32 the same for a Q5_0 GGUF (its blocks
+// taken over as Q8_0-format byte codes).
 std::unique_ptr<kev::Model> loadTinyAs(const QString& preset, const QString& precision) {
-    if (precision == "q8_0") return loadTiny(preset, kev::DType::BF16, kev::WeightQuant::Q4, "Q8_0");
-    if (precision == "q8_0 fp32") return loadTiny(preset, kev::DType::F32, kev::WeightQuant::Q4, "Q8_0");
+    if (precision.startsWith("q8_0") || precision.startsWith("q5_0"))
+        return loadTiny(preset, precision.endsWith("fp32") ? kev::DType::F32 : kev::DType::BF16, kev::WeightQuant::Q4,
+                        precision.left(4).toUpper());
     return loadTiny(preset, precision == "fp32" ? kev::DType::F32 : kev::DType::BF16,
                     precision == "4bit" ? kev::WeightQuant::NF4 : kev::WeightQuant::None);
 }
@@ -171,7 +173,7 @@ private Q_SLOTS:
                         << QString(family) << QString(precision) << true << QString(preset);
             }
         for (const char* family : {"scalar", "avx2", "avx512", "amx"})
-            for (const char* precision : {"q8_0", "q8_0 fp32"})
+            for (const char* precision : {"q8_0", "q8_0 fp32", "q5_0", "q5_0 fp32"})
                 for (bool shared : {false, true})
                     QTest::addRow("%s %s%s", family, precision, shared ? " shared sampled" : " greedy")
                         << QString(family) << QString(precision) << shared << QString("tiny-qwen2");
@@ -188,7 +190,8 @@ private Q_SLOTS:
         kev::set_isa_limit(isa);
         const auto m = loadTinyAs(preset, precision);
         QVERIFY(m);
-        if (precision.startsWith("q8_0")) QVERIFY(m->weights().memory().q8_0 == m->weights().memory().quantized());
+        if (precision.startsWith("q8_0") || precision.startsWith("q5_0"))
+            QVERIFY(m->weights().memory().q8_0 == m->weights().memory().quantized());
         for (const auto& [path, kernel] : kev::kernel_paths())
             if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode")
                 qInfo("%s: %s", path.c_str(), kernel.c_str());

@@ -1,9 +1,9 @@
 // Which SDPA backends the forward may use on CUDA (kev/cuda_attention.h).
 #include "kev/cuda_attention.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
-#include <algorithm>
 #include <utility>
 
 #include <ATen/ATen.h>

@@ -122,10 +122,15 @@ namespace {
 constexpr std::int64_t kQ4KBlockBytes = 144;
 
 // An empty matrix of `format` for rows x cols read from ggml blocks of `unit` columns and
-// `block_bytes` bytes: throws Format where the rows are not whole blocks or `nbytes`
-// cannot hold them (`what` names the file's type).
+// `block_bytes` bytes: throws InvalidArgument for a row order that is not `rows` source
+// rows, Format where the rows are not whole blocks or `nbytes` cannot hold them (`what`
+// names the file's type).
 QuantMatrix checked_blocks(const char* what, QuantFormat format, std::int64_t rows, std::int64_t cols, std::int64_t unit,
-                           std::int64_t block_bytes, std::uint64_t nbytes) {
+                           std::int64_t block_bytes, std::uint64_t nbytes, const std::vector<std::int64_t>& row_order) {
+    if (!row_order.empty() && static_cast<std::int64_t>(row_order.size()) != rows)
+        throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
+    for (const std::int64_t src : row_order)
+        if (src < 0 || src >= rows) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order out of range");
     if (rows <= 0 || cols <= 0 || cols % unit != 0)
         throw Error(ErrorCode::Format, std::string(what) + " blocks: a row of " + std::to_string(cols) + " is not whole " +
                                            std::to_string(unit) + "-element blocks");
@@ -143,7 +148,7 @@ QuantMatrix checked_blocks(const char* what, QuantFormat format, std::int64_t ro
 
 QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
                           const std::vector<std::int64_t>& row_order) {
-    QuantMatrix q = checked_blocks("Q4_K", QuantFormat::Q4_K, rows, cols, 256, kQ4KBlockBytes, nbytes);
+    QuantMatrix q = checked_blocks("Q4_K", QuantFormat::Q4_K, rows, cols, 256, kQ4KBlockBytes, nbytes, row_order);
     const std::int64_t spr = cols / 256;  // super-blocks per row
     q.codes.resize(static_cast<std::size_t>(rows * cols / 2));
     q.scales.resize(static_cast<std::size_t>(rows * spr));
@@ -152,7 +157,6 @@ QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::i
     q.sub_mins.resize(q.sub_scales.size());
     for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t src_row = row_order.empty() ? r : row_order[r];
-        if (src_row < 0 || src_row >= rows) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order out of range");
         const std::uint8_t* blk = data + src_row * spr * kQ4KBlockBytes;
         for (std::int64_t sb = 0; sb < spr; ++sb, blk += kQ4KBlockBytes) {
             const std::int64_t s = r * spr + sb;
@@ -185,20 +189,17 @@ QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::i
 QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,
                             std::int64_t cols, const std::vector<std::int64_t>& row_order) {
     if (format == QuantFormat::NF4) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: NF4 is not a ggml format");
-    if (!row_order.empty() && static_cast<std::int64_t>(row_order.size()) != rows)
-        throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
     if (format == QuantFormat::Q4_K) return q4k_from_ggml(data, nbytes, rows, cols, row_order);
     // Q4_0 [d][16 bytes of nibbles], Q4_1 [d][m][16 bytes], Q8_0 [d][32 signed bytes].
     const bool has_min = format == QuantFormat::Q4_1, bytes8 = format == QuantFormat::Q8_0;
     const std::int64_t head = has_min ? 4 : 2, code_bytes = bytes8 ? 32 : 16, block_bytes = head + code_bytes;
-    QuantMatrix q = checked_blocks(to_string(format), format, rows, cols, 32, block_bytes, nbytes);
+    QuantMatrix q = checked_blocks(to_string(format), format, rows, cols, 32, block_bytes, nbytes, row_order);
     const std::int64_t bpr = cols / 32;
     q.codes.resize(static_cast<std::size_t>(rows * bpr * code_bytes));
     q.scales.resize(static_cast<std::size_t>(rows * bpr));
     if (has_min) q.mins.resize(q.scales.size());
     for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t src_row = row_order.empty() ? r : row_order[r];
-        if (src_row < 0 || src_row >= rows) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order out of range");
         const std::uint8_t* blk = data + src_row * bpr * block_bytes;
         for (std::int64_t b = 0; b < bpr; ++b, blk += block_bytes) {
             q.scales[r * bpr + b] = load_u16(blk);
@@ -211,16 +212,13 @@ QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::u
 
 QuantMatrix quant_from_ggml_q5_0(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
                                  const std::vector<std::int64_t>& row_order) {
-    if (!row_order.empty() && static_cast<std::int64_t>(row_order.size()) != rows)
-        throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order of the wrong length");
     constexpr std::int64_t kBlockBytes = 22;  // d, qh, 16 bytes of nibbles
-    QuantMatrix q = checked_blocks("Q5_0", QuantFormat::Q8_0, rows, cols, 32, kBlockBytes, nbytes);
+    QuantMatrix q = checked_blocks("Q5_0", QuantFormat::Q8_0, rows, cols, 32, kBlockBytes, nbytes, row_order);
     const std::int64_t bpr = cols / 32;
     q.codes.resize(static_cast<std::size_t>(rows * cols));
     q.scales.resize(static_cast<std::size_t>(rows * bpr));
     for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t src_row = row_order.empty() ? r : row_order[r];
-        if (src_row < 0 || src_row >= rows) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: row order out of range");
         const std::uint8_t* blk = data + src_row * bpr * kBlockBytes;
         for (std::int64_t b = 0; b < bpr; ++b, blk += kBlockBytes) {
             q.scales[r * bpr + b] = load_u16(blk);

@@ -10,12 +10,12 @@
 #include <ATen/ATen.h>
 
 #include "kev/cpu_kernels.h"
+#include "kev/cuda_attention.h"
 #include "kev/error.h"
 #include "kev/gguf.h"
 #include "kev/quant.h"
 #include "kev/safetensors.h"
 #include "model/linear_bf16.h"
-#include "kev/cuda_attention.h"
 #include "model/linear_cuda.h"
 #include "model/linear_dense.h"
 #include "model/torch_util.h"
