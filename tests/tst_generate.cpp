@@ -31,11 +31,15 @@ struct Tiny {
 
 // A tiny random model; ggufType (e.g. "Q8_0") loads it from a GGUF of that type written
 // with llama.cpp's names (make_random_gguf.py), whose blocks the 4-bit precision keeps.
+// A preset ending in "@256" is made 256 wide (intermediate 512), as K-quants want whole
+// 256-column super-blocks.
 std::unique_ptr<kev::Model> loadTiny(const QString& preset, kev::DType dtype = kev::DType::F32,
                                      kev::WeightQuant quant = kev::WeightQuant::None, const QString& ggufType = {}) {
-    const QString dir = kevtest::workDir("generate-" + preset);
+    const QString dir = kevtest::workDir("generate-" + QString(preset).replace('@', '-'));
     if (!QFile::exists(dir + "/config.json")) {
-        const QByteArray out = kevtest::runReference("make_random_model.py", {"--preset", preset, "--out", dir});
+        QStringList args{"--preset", preset.section('@', 0, 0), "--out", dir};
+        if (preset.endsWith("@256")) args << "--set" << "hidden_size=256" << "--set" << "intermediate_size=512";
+        const QByteArray out = kevtest::runReference("make_random_model.py", args);
         if (!QFile::exists(dir + "/config.json")) return nullptr;
     }
     QString path = dir;
@@ -54,11 +58,15 @@ std::unique_ptr<kev::Model> loadTiny(const QString& preset, kev::DType dtype = k
 // A precision row of the family tests: fp32, bf16, 4bit (NF4 from the folder), or q8_0
 // (a Q8_0 GGUF kept in its blocks: bf16 activations, the int8 kernel) and q8_0 fp32 (fp32
 // activations, the byte kernels); q5_0 and q5_0 fp32 the same for a Q5_0 GGUF (its blocks
-// taken over as Q8_0-format byte codes).
+// taken over as Q8_0-format byte codes); q6_k fp32 for a Q6_K GGUF of the preset made 256
+// wide (the byte kernels), q4_k_m for one of Q4_K and Q6_K matrices (make_random_gguf.py's
+// mix: fused q | k | v of two formats; the int8 kernel and the byte kernels in one forward).
 std::unique_ptr<kev::Model> loadTinyAs(const QString& preset, const QString& precision) {
-    if (precision.startsWith("q8_0") || precision.startsWith("q5_0"))
-        return loadTiny(preset, precision.endsWith("fp32") ? kev::DType::F32 : kev::DType::BF16, kev::WeightQuant::Q4,
-                        precision.left(4).toUpper());
+    const QString type = precision.section(' ', 0, 0);
+    if (type == "q8_0" || type == "q5_0" || type == "q6_k" || type == "q4_k_m")
+        return loadTiny(type.startsWith("q8") || type.startsWith("q5") ? preset : preset + "@256",
+                        precision.endsWith("fp32") ? kev::DType::F32 : kev::DType::BF16, kev::WeightQuant::Q4,
+                        type.toUpper());
     return loadTiny(preset, precision == "fp32" ? kev::DType::F32 : kev::DType::BF16,
                     precision == "4bit" ? kev::WeightQuant::NF4 : kev::WeightQuant::None);
 }
@@ -173,7 +181,7 @@ private Q_SLOTS:
                         << QString(family) << QString(precision) << true << QString(preset);
             }
         for (const char* family : {"scalar", "avx2", "avx512", "amx"})
-            for (const char* precision : {"q8_0", "q8_0 fp32", "q5_0", "q5_0 fp32"})
+            for (const char* precision : {"q8_0", "q8_0 fp32", "q5_0", "q5_0 fp32", "q6_k fp32", "q4_k_m"})
                 for (bool shared : {false, true})
                     QTest::addRow("%s %s%s", family, precision, shared ? " shared sampled" : " greedy")
                         << QString(family) << QString(precision) << shared << QString("tiny-qwen2");
@@ -192,6 +200,12 @@ private Q_SLOTS:
         QVERIFY(m);
         if (precision.startsWith("q8_0") || precision.startsWith("q5_0"))
             QVERIFY(m->weights().memory().q8_0 == m->weights().memory().quantized());
+        if (precision.startsWith("q6_k")) QVERIFY(m->weights().memory().q6_k == m->weights().memory().quantized());
+        if (precision == "q4_k_m") {  // both formats, and a fused q | k | v of two parts
+            const kev::WeightMemory mem = m->weights().memory();
+            QVERIFY(mem.q4_k > 0 && mem.q6_k > 0 && mem.q4_k + mem.q6_k == mem.quantized());
+            QCOMPARE(int(m->weights().layers[0].qkv.quant_parts.size()), 2);
+        }
         for (const auto& [path, kernel] : kev::kernel_paths())
             if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode")
                 qInfo("%s: %s", path.c_str(), kernel.c_str());

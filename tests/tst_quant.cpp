@@ -8,6 +8,8 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <c10/util/Half.h>
@@ -91,9 +93,35 @@ KBlocks ggufBlocks(const QString& type, std::int64_t rows, std::int64_t cols, un
     return k;
 }
 
+// What every kept ggml format shows: k's bytes read as format f decode to the gguf
+// package's values, and so does Kev's own GGUF decoder (type t); rows read in reverse
+// order, stacked and narrowed keep them; a short buffer, rows that are not whole blocks
+// and a row order of the wrong length are refused. Returns q.
+kev::QuantMatrix expectKeptDecoding(kev::QuantFormat f, kev::GgmlType t, const KBlocks& k, std::int64_t rows,
+                                    std::int64_t cols) {
+    const kev::QuantMatrix q = kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size(), rows, cols);
+    [&] {
+        QCOMPARE(q.format, f);
+        QVERIFY(at::equal(kev::dequantize(q, at::kFloat), k.reference));
+        at::Tensor own = at::empty({rows, cols});
+        kev::ggml_dequantize(t, k.bytes.data(), own.data_ptr<float>(), rows * cols);
+        QVERIFY(at::equal(own, k.reference));
+        std::vector<std::int64_t> reverse;
+        for (std::int64_t r = rows - 1; r >= 0; --r) reverse.push_back(r);
+        const kev::QuantMatrix p = kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size(), rows, cols, reverse);
+        QVERIFY(at::equal(kev::dequantize(p, at::kFloat), k.reference.flip(0)));
+        QVERIFY(at::equal(kev::dequantize(kev::concat_rows({q, p}), at::kFloat), at::cat({k.reference, k.reference.flip(0)})));
+        QVERIFY(at::equal(kev::dequantize(q, 2, 5, at::kFloat), k.reference.narrow(0, 2, 3)));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size() - 1, rows, cols));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size(), rows, cols + 16));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size(), rows, cols, {0, 1}));
+    }();
+    return q;
+}
+
 kev::QuantMatrix randomMatrix(kev::QuantFormat f, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
-    if (f == kev::QuantFormat::Q4_K || f == kev::QuantFormat::Q8_0) {
-        const KBlocks k = ggufBlocks(f == kev::QuantFormat::Q4_K ? "Q4_K" : "Q8_0", rows, cols, rng() % 1000);
+    if (f == kev::QuantFormat::Q4_K || f == kev::QuantFormat::Q8_0 || f == kev::QuantFormat::Q6_K) {
+        const KBlocks k = ggufBlocks(QString(kev::to_string(f)).toUpper(), rows, cols, rng() % 1000);
         return kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size(), rows, cols);
     }
     if (f == kev::QuantFormat::NF4) {
@@ -230,23 +258,10 @@ private Q_SLOTS:
         const KBlocks k = ggufBlocks("Q4_K", rows, cols, 3);
         QVERIFY(k.reference.defined());
         QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 256 * 144));
-        const kev::QuantMatrix q = kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size(), rows, cols);
-        QCOMPARE(q.format, kev::QuantFormat::Q4_K);
+        const kev::QuantMatrix q = expectKeptDecoding(kev::QuantFormat::Q4_K, kev::GgmlType::Q4_K, k, rows, cols);
         QCOMPARE(q.bytes() * 8, rows * cols * 37 / 8);
-        QVERIFY(at::equal(kev::dequantize(q, at::kFloat), k.reference));
-        at::Tensor own = at::empty({rows, cols});
-        kev::ggml_dequantize(kev::GgmlType::Q4_K, k.bytes.data(), own.data_ptr<float>(), rows * cols);
-        QVERIFY(at::equal(own, k.reference));
-        // Rows in another order; rows stacked; a short buffer and a ragged row refused.
         const kev::QuantMatrix p = kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size(), rows, cols,
                                                         {6, 5, 4, 3, 2, 1, 0});
-        QVERIFY(at::equal(kev::dequantize(p, at::kFloat), k.reference.flip(0)));
-        QVERIFY(at::equal(kev::dequantize(kev::concat_rows({q, p}), at::kFloat), at::cat({k.reference, k.reference.flip(0)})));
-        QVERIFY(at::equal(kev::dequantize(q, 2, 5, at::kFloat), k.reference.narrow(0, 2, 3)));
-        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size() - 1,
-                                                                  rows, cols));
-        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q4_K, k.bytes.data(), k.bytes.size(),
-                                                                  rows * 2, cols / 2));  // rows of 384
         // The int8 kernel's layout (16-row groups: two-level tables moved with the rows)
         // holds the same values and turns back byte for byte; no CUDA form.
         const kev::QuantMatrix g = kev::concat_rows({q, p, q, p, q, p, q, p, q, p, q, p, q, p, q, p});  // 112 rows
@@ -263,6 +278,34 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
     }
 
+    // Q6_K kept as signed bytes q - 32 with its two levels of scales (fp16 d per 256, a
+    // signed byte per 16) decodes to exactly what the gguf package decodes, every code and
+    // scale pattern (random blocks), in 8.5625 bits a weight (the file's 6.5625, the codes
+    // unpacked). Its 16-column blocks stay in the row layout: the int8 kernel's sums span
+    // 32 columns, so interleaving is refused and prepare_quant leaves it as it is.
+    void q6kBlocksKeptEqualTheGgufPackage() {
+        const std::int64_t rows = 7, cols = 768;
+        const KBlocks k = ggufBlocks("Q6_K", rows, cols, 6);
+        QVERIFY(k.reference.defined());
+        QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 256 * 210));
+        const kev::QuantMatrix q = expectKeptDecoding(kev::QuantFormat::Q6_K, kev::GgmlType::Q6_K, k, rows, cols);
+        QVERIFY(q.byte_codes());
+        QCOMPARE(q.block, std::int64_t{16});
+        QCOMPARE(q.bytes() * 128, rows * cols * 137);  // bytes a weight: 1 + 1/16 (sc) + 2/256 (d)
+        // Every code -32..31 and scales of both signs occur.
+        std::set<int> codes;
+        for (std::uint8_t c : q.codes) codes.insert(static_cast<std::int8_t>(c));
+        QCOMPARE(codes.size(), std::size_t{64});
+        QCOMPARE(*codes.begin(), -32);
+        bool negative = false, positive = false;
+        for (std::uint8_t s : q.sub_scales) (static_cast<std::int8_t>(s) < 0 ? negative : positive) = true;
+        QVERIFY(negative && positive);
+        const kev::QuantMatrix g = kev::concat_rows(std::vector<kev::QuantMatrix>(16, q));  // 112 rows: 7 groups
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(g));
+        QVERIFY(!kev::prepare_quant(g, at::kBFloat16).interleaved);
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
+    }
+
     // A GGUF of Q4_K or Q8_0 blocks in the 4-bit precision: every linear layer and the
     // tied head keep them (nothing re-quantized to NF4), they decode to exactly the weights
     // the fp32 load makes of the file, and the 4-bit forward with fp32 activations computes
@@ -272,25 +315,52 @@ private Q_SLOTS:
         QTest::newRow("q4_k") << QString("Q4_K");
         QTest::newRow("q8_0") << QString("Q8_0");
         QTest::newRow("q5_0 (as 8-bit codes)") << QString("Q5_0");
+        QTest::newRow("q6_k") << QString("Q6_K");
+        QTest::newRow("q4_k_m (q4_k and q6_k parts)") << QString("Q4_K_M");
     }
 
     void keptModelKeepsItsBlocks() {
         QFETCH(QString, type);
-        const auto format = type == "Q4_K" ? kev::QuantFormat::Q4_K : kev::QuantFormat::Q8_0;  // Q5_0: byte codes
+        const bool mix = type == "Q4_K_M";  // Q6_K embedding, v and down in even layers, Q4_K the rest
+        const auto format = type == "Q4_K" || mix ? kev::QuantFormat::Q4_K
+                            : type == "Q6_K"      ? kev::QuantFormat::Q6_K
+                                                  : kev::QuantFormat::Q8_0;  // Q5_0: byte codes
         const std::string path = keptModelFile(type).toStdString();
         const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
         const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
         const kev::WeightMemory mem = kept->weights().memory();
-        const std::int64_t held = format == kev::QuantFormat::Q4_K ? mem.q4_k : mem.q8_0;
+        const std::int64_t held = mix                                ? mem.q4_k + mem.q6_k
+                                  : format == kev::QuantFormat::Q4_K ? mem.q4_k
+                                  : format == kev::QuantFormat::Q6_K ? mem.q6_k
+                                                                     : mem.q8_0;
         QVERIFY(held > 0);
         QCOMPARE(held, mem.quantized());
+        if (mix) QVERIFY(mem.q4_k > 0 && mem.q6_k > 0);
         QCOMPARE(mem.dense_linear, std::int64_t{0});
-        QCOMPARE(kept->weights().lm_head.quant->format, format);
-        const auto& k = kept->weights().layers[1];
-        const auto& d = dense->weights().layers[1];
-        for (const auto& [a, b] : {std::pair{&k.qkv, &d.qkv}, {&k.o, &d.o}, {&k.gate_up, &d.gate_up}, {&k.down, &d.down}}) {
-            QCOMPARE(a->quant->format, format);
-            QVERIFY(at::equal(kev::dequantize(*a->quant, at::kFloat), b->weight));
+        QCOMPARE(kept->weights().lm_head.quant->format, mix ? kev::QuantFormat::Q6_K : format);
+        // Every layer's matrices: the formats of their parts, in row order, decoding to
+        // the fp32 load's weights.
+        for (std::size_t i = 0; i < kept->weights().layers.size(); ++i) {
+            const auto& k = kept->weights().layers[i];
+            const auto& d = dense->weights().layers[i];
+            const auto q6 = kev::QuantFormat::Q6_K;
+            const bool even = i % 2 == 0;
+            for (const auto& [a, b, formats] :
+                 {std::tuple{&k.qkv, &d.qkv,
+                             mix && even ? std::vector{format, q6} : std::vector{format}},  // q | k, then v
+                  std::tuple{&k.o, &d.o, std::vector{format}},
+                  std::tuple{&k.gate_up, &d.gate_up, std::vector{format}},
+                  std::tuple{&k.down, &d.down, std::vector{mix && even ? q6 : format}}}) {
+                std::vector<std::shared_ptr<const kev::QuantMatrix>> parts = a->quant_parts;
+                if (a->quant) parts = {a->quant};
+                QCOMPARE(int(parts.size()), int(formats.size()));
+                std::vector<at::Tensor> decoded;
+                for (std::size_t p = 0; p < parts.size(); ++p) {
+                    QCOMPARE(parts[p]->format, formats[p]);
+                    decoded.push_back(kev::dequantize(*parts[p], at::kFloat));
+                }
+                QVERIFY(at::equal(at::cat(decoded), b->weight));
+            }
         }
         std::vector<std::int64_t> tokens;
         for (int i = 0; i < 21; ++i) tokens.push_back((i * 53 + 7) % 512);
@@ -303,13 +373,16 @@ private Q_SLOTS:
         // auto picks 4-bit for such a file and says how it runs.
         const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
         QCOMPARE(automatic.name, std::string("4bit"));
-        QVERIFY2(automatic.why.find(type.toStdString()) != std::string::npos, automatic.why.c_str());
+        for (const char* kind : {"Q4_K", "Q6_K", "Q8_0"})
+            if (type.contains(kind) || (mix && std::string(kind) != "Q8_0"))
+                QVERIFY2(automatic.why.find(kind) != std::string::npos, automatic.why.c_str());
         // Half activations: the int8 kernel where it runs (as llama.cpp multiplies Q4_K and
-        // Q8_0 by int8 activations).
+        // Q8_0 by int8 activations); Q6_K's 16-column blocks stay on the byte kernels.
         const auto half = loadModel(path, kev::DType::BF16, kev::WeightQuant::Q4);
-        const bool int8 = kev::quant_int8_available();
+        const bool int8 = kev::quant_int8_available() && format != kev::QuantFormat::Q6_K;
         QCOMPARE(half->weights().layers[0].gate_up.quant->interleaved, int8);
-        QCOMPARE(half->weights().memory().int8_kernel, int8 ? half->weights().memory().quantized() : std::int64_t{0});
+        const kev::WeightMemory hm = half->weights().memory();
+        QCOMPARE(hm.int8_kernel, int8 ? hm.quantized() - hm.q6_k : std::int64_t{0});
         // nf4 re-quantizes them.
         const kev::WeightMemory nf4 = loadModel(path, kev::DType::BF16, kev::WeightQuant::NF4)->weights().memory();
         QVERIFY(nf4.nf4 > 0);
@@ -355,24 +428,13 @@ private Q_SLOTS:
         const KBlocks k = ggufBlocks("Q8_0", rows, cols, 4);
         QVERIFY(k.reference.defined());
         QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 32 * 34));
-        const kev::QuantMatrix q = kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size(), rows, cols);
+        const kev::QuantMatrix q = expectKeptDecoding(kev::QuantFormat::Q8_0, kev::GgmlType::Q8_0, k, rows, cols);
         QVERIFY(q.byte_codes());
         QCOMPARE(q.bytes(), static_cast<std::int64_t>(k.bytes.size()));
-        QVERIFY(at::equal(kev::dequantize(q, at::kFloat), k.reference));
-        at::Tensor own = at::empty({rows, cols});
-        kev::ggml_dequantize(kev::GgmlType::Q8_0, k.bytes.data(), own.data_ptr<float>(), rows * cols);
-        QVERIFY(at::equal(own, k.reference));
         // Codes of both signs (they are signed bytes).
         QCOMPARE(k.reference.min().item<float>() < 0 && k.reference.max().item<float>() > 0, true);
         const kev::QuantMatrix p = kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size(), rows, cols,
                                                         {8, 7, 6, 5, 4, 3, 2, 1, 0});
-        QVERIFY(at::equal(kev::dequantize(p, at::kFloat), k.reference.flip(0)));
-        QVERIFY(at::equal(kev::dequantize(kev::concat_rows({q, p}), at::kFloat), at::cat({k.reference, k.reference.flip(0)})));
-        QVERIFY(at::equal(kev::dequantize(q, 2, 5, at::kFloat), k.reference.narrow(0, 2, 3)));
-        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size() - 1,
-                                                                  rows, cols));
-        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_from_ggml(kev::QuantFormat::Q8_0, k.bytes.data(), k.bytes.size(),
-                                                                  rows * 2, cols / 2 + 16));  // rows of 176
         const kev::QuantMatrix q18 = kev::concat_rows({q, p});  // 18 rows: no whole groups of 16
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(q18));
         QVERIFY(!kev::prepare_quant(q18, at::kBFloat16).interleaved);
@@ -400,6 +462,8 @@ private Q_SLOTS:
         QTest::newRow("q4_k 48x256") << int(kev::QuantFormat::Q4_K) << 48 << 256 << false;
         QTest::newRow("q8_0 37x96 bias") << int(kev::QuantFormat::Q8_0) << 37 << 96 << true;
         QTest::newRow("q8_0 64x576") << int(kev::QuantFormat::Q8_0) << 64 << 576 << false;
+        QTest::newRow("q6_k 33x512 bias") << int(kev::QuantFormat::Q6_K) << 33 << 512 << true;
+        QTest::newRow("q6_k 48x256") << int(kev::QuantFormat::Q6_K) << 48 << 256 << false;
     }
 
     void kernelPathsAgree() {
@@ -463,7 +527,7 @@ private Q_SLOTS:
     // output must not depend on the other rows of the call (packed cards rest on it).
     void decodeShapesInWholeBlocksMatchTheReference() {
         for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1, kev::QuantFormat::Q4_K,
-                            kev::QuantFormat::Q8_0}) {
+                            kev::QuantFormat::Q8_0, kev::QuantFormat::Q6_K}) {
             std::mt19937 rng(static_cast<unsigned>(format) + 5);
             const kev::QuantMatrix q = randomMatrix(format, 96, 256, rng);
             const at::Tensor w = kev::dequantize(q, at::kFloat);

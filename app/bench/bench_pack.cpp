@@ -98,7 +98,7 @@ double linears_ms(const kev::Model& model, int n) {
     all.push_back(&w.lm_head);
     std::vector<at::Tensor> inputs;
     for (const kev::Linear* lin : all) {
-        const std::int64_t in = lin->quantized() ? lin->quant->cols : lin->weight.size(1);
+        const std::int64_t in = lin->in_features();
         inputs.push_back(at::randn({n, in}).to(w.embed.scalar_type()).to(device));
     }
     std::vector<double> passes;

@@ -66,7 +66,7 @@ std::string command_line(const char* name, const Args& args) {
 nlohmann::json memory_json(const kev::WeightMemory& m) {
     return {{"total", m.total()},        {"dense", m.dense}, {"dense_linear", m.dense_linear},
             {"nf4", m.nf4},              {"q4_0", m.q4_0},   {"q4_1", m.q4_1},   {"q4_k", m.q4_k},
-            {"q8_0", m.q8_0},            {"linear", m.dense_linear + m.quantized()}};
+            {"q8_0", m.q8_0},            {"q6_k", m.q6_k},   {"linear", m.dense_linear + m.quantized()}};
 }
 
 // Aggregate decode tok/s of one packed run of `cards`.
@@ -161,18 +161,18 @@ int run_precision(const Args& args) {
            << "4-bit kernel: " << report["q4_kernel"].get<std::string>() << "; read bandwidth "
            << report["read_bandwidth_gbs"].get<double>() << " GB/s; prompt " << prompt_len << " tokens, " << gen_len
            << " generated per card, median of " << reps << ".\n\n"
-           << "| precision | weights MB | linear layers MB | linear / bf16 linear | dense MB | nf4 MB | q4_0 MB | q4_1 MB | q4_k MB | q8_0 MB |\n"
-           << "|---|---|---|---|---|---|---|---|---|---|\n";
+           << "| precision | weights MB | linear layers MB | linear / bf16 linear | dense MB | nf4 MB | q4_0 MB | q4_1 MB | q4_k MB | q8_0 MB | q6_k MB |\n"
+           << "|---|---|---|---|---|---|---|---|---|---|---|\n";
         char buf[512];
         const bool has_bf16 = report["memory"].contains("bf16");
         for (const auto& p : precisions) {
             const auto& m = report["memory"][p];
             const double lin = m["linear"].get<double>();
             const double ratio = has_bf16 ? lin / report["memory"]["bf16"]["linear"].get<double>() : 0.0;
-            std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p.c_str(),
+            std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p.c_str(),
                           m["total"].get<double>() / 1e6, lin / 1e6, ratio, m["dense"].get<double>() / 1e6,
                           m["nf4"].get<double>() / 1e6, m["q4_0"].get<double>() / 1e6, m["q4_1"].get<double>() / 1e6,
-                          m["q4_k"].get<double>() / 1e6, m.value("q8_0", 0.0) / 1e6);
+                          m["q4_k"].get<double>() / 1e6, m.value("q8_0", 0.0) / 1e6, m.value("q6_k", 0.0) / 1e6);
             md << buf;
         }
         md << "\nAggregate decode tok/s (packed, N cards):\n\n| N |";
@@ -331,10 +331,24 @@ kev::QuantMatrix random_q4_k(std::int64_t rows, std::int64_t cols) {
     return kev::quant_from_ggml(kev::QuantFormat::Q4_K, bytes.data(), bytes.size(), rows, cols);
 }
 
+// Random ggml Q6_K blocks [rows, cols] (cols a multiple of 256): random codes and scales,
+// a small finite d (the last two bytes of each 210-byte block).
+kev::QuantMatrix random_q6_k(std::int64_t rows, std::int64_t cols) {
+    std::mt19937 rng(7);
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 256 * 210));
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    for (std::size_t at = 0; at < bytes.size(); at += 210) {
+        const std::uint16_t v = c10::Half(0.0001f * static_cast<float>(1 + rng() % 9)).x;
+        bytes[at + 208] = static_cast<std::uint8_t>(v & 0xff);
+        bytes[at + 209] = static_cast<std::uint8_t>(v >> 8);
+    }
+    return kev::quant_from_ggml(kev::QuantFormat::Q6_K, bytes.data(), bytes.size(), rows, cols);
+}
+
 // One matrix, every kernel path, M = 1..16: best time per call and the weight bytes it
 // streams per second (what bounds the decode step). bf16 at::linear for comparison.
-// --format nf4 (the default), q8_0 (the byte kernels) or q4_k (cols a multiple of 256),
-// each also in the int8 layout.
+// --format nf4 (the default), q8_0 (the byte kernels), q4_k or q6_k (cols a multiple of
+// 256; q6_k the byte kernels only), each also in the int8 layout where it has one.
 int run_q4kernel(const Args& args) {
     std::int64_t rows = 9728, cols = 896;  // the 0.5B model's fused gate|up
     std::vector<int> ms{1, 4, 8, 16};
@@ -356,12 +370,17 @@ int run_q4kernel(const Args& args) {
     }
     c10::InferenceMode guard;
     const at::Tensor w = at::randn({rows, cols}) * 0.02;  // [rows, cols]
-    if ((format != "nf4" && format != "q8_0" && format != "q4_k") || (format == "q4_k" && cols % 256 != 0)) {
-        std::fprintf(stderr, "kev-bench q4kernel: --format must be nf4, q8_0 or q4_k (q4_k: --cols a multiple of 256)\n");
+    const bool kquant = format == "q4_k" || format == "q6_k";
+    if ((format != "nf4" && format != "q8_0" && !kquant) || (kquant && cols % 256 != 0)) {
+        std::fprintf(stderr, "kev-bench q4kernel: --format must be nf4, q8_0, q4_k or q6_k (K-quants: --cols a multiple of 256)\n");
         return 2;
     }
-    const kev::QuantMatrix q = format == "q8_0" ? q8_0_of(w) : format == "q4_k" ? random_q4_k(rows, cols) : kev::quantize_nf4(w);
-    const kev::QuantMatrix qi = rows % 16 == 0 ? kev::interleave_rows16(q) : q;  // the int8 kernel's layout
+    const kev::QuantMatrix q = format == "q8_0"   ? q8_0_of(w)
+                               : format == "q4_k" ? random_q4_k(rows, cols)
+                               : format == "q6_k" ? random_q6_k(rows, cols)
+                                                  : kev::quantize_nf4(w);
+    // The int8 kernel's layout, where the format has one (Q6_K's 16-column blocks do not).
+    const kev::QuantMatrix qi = rows % 16 == 0 && q.block % 32 == 0 ? kev::interleave_rows16(q) : q;
     const at::Tensor wb = w.to(at::kBFloat16);
     nlohmann::json report;
     report["engine"] = engine_header();
@@ -409,7 +428,7 @@ int run_q4kernel(const Args& args) {
 }  // namespace
 
 KEV_BENCH("q4kernel", "the 4-bit kernel paths vs bf16 linear on one matrix [--rows 9728 --cols 896 --m 1,4,8,16 --reps 50 "
-                      "--format nf4|q8_0|q4_k]",
+                      "--format nf4|q8_0|q4_k|q6_k]",
           run_q4kernel);
 KEV_BENCH("precision", "weight memory and decode tok/s per precision --model PATH [--precisions fp32,bf16,4bit,nf4] "
                        "[--n 1,4,8,16] [--prompt 32] [--gen 64] [--reps 3] [--out PREFIX]",

@@ -2,7 +2,11 @@
 """Convert a (random-weight) Hugging Face model folder to GGUF the way llama.cpp's
 convert_hf_to_gguf.py does, for Kev's loader tests.
 
-    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q5_0|Q4_0|Q4_1|Q4_K]
+    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q5_0|Q4_0|Q4_1|Q4_K|Q6_K|Q4_K_M]
+
+Q4_K_M mixes types the way llama.cpp's Q4_K_M files do (simplified): the embedding and,
+in even layers, attn_v and ffn_down are Q6_K, every other matrix Q4_K; a fused q | k | v
+then holds parts of two formats.
 
 As in llama.cpp: q_proj/k_proj rows of llama-architecture models are permuted for
 ggml's RoPE layout (qwen2/qwen3 are not); 1-D tensors (norms, biases) stay F32;
@@ -68,6 +72,29 @@ def quantize_q4_k(t):
     return blocks.reshape(rows, cols // 256 * 144)
 
 
+def quantize_q6_k(t):
+    """ggml's Q6_K blocks of a float32 [rows, cols] array (cols a multiple of 256), the
+    plain way: per 16 values scale absmax / 32, its signed 8-bit factor relative to the
+    super-block's largest (d = max / 127 in fp16), codes round(x / (d * sc)) + 32 in 0..63.
+    The format is ggml's; llama.cpp's quantizer searches harder for the scales."""
+    rows, cols = t.shape
+    x = t.reshape(-1, 16, 16).astype(np.float32)                   # [super-blocks, 16, 16]
+    scale = np.abs(x).max(axis=2) / 32.0
+    d = (scale.max(axis=1) / 127.0).astype(np.float16)
+    df = d.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.rint(scale / np.where(df > 0, df, 1)), 0).clip(-128, 127).astype(np.int8)
+    d1 = df * sc.astype(np.float32)
+    q = np.where(d1[..., None] != 0, np.rint(x / np.where(d1 != 0, d1, 1)[..., None]), 0)
+    q = (q.clip(-32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)  # [n, half h, k, l]: column 128h + 32k + l
+    # ql[64h + l] holds k = 0 (low nibble) and k = 2 (high), ql[64h + 32 + l] k = 1 and 3;
+    # qh[32h + l] the high bit pairs of k = 0..3 at bits 2k.
+    low = np.concatenate([(q[:, :, 0] & 15) | (q[:, :, 2] & 15) << 4, (q[:, :, 1] & 15) | (q[:, :, 3] & 15) << 4], axis=2)
+    qh = (q[:, :, 0] >> 4) | (q[:, :, 1] >> 4) << 2 | (q[:, :, 2] >> 4) << 4 | (q[:, :, 3] >> 4) << 6
+    blocks = np.concatenate([low.reshape(-1, 128).astype(np.uint8), qh.reshape(-1, 64).astype(np.uint8),
+                             sc.view(np.uint8).reshape(-1, 16), d.view(np.uint8).reshape(-1, 2)], axis=1)
+    return blocks.reshape(rows, cols // 256 * 210)
+
+
 def permute(w, n_head, n_head_kv):  # llama.cpp's LlamaModel.permute
     if n_head_kv is not None and n_head != n_head_kv:
         n_head = n_head_kv
@@ -110,7 +137,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q4_K"])
+    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q4_K_M"])
     ap.add_argument("--tokenizer", help="folder with a byte-level BPE tokenizer.json (and tokenizer_config.json): "
                                         "written into the file as llama.cpp's 'gpt2' tokenizer, so text goes in")
     args = ap.parse_args()
@@ -190,8 +217,13 @@ def main():
     if args.tokenizer:
         add_tokenizer(w, args.tokenizer, arch, cfg["vocab_size"])
 
-    qtype = getattr(gguf.GGMLQuantizationType, args.type)
+    mix = args.type == "Q4_K_M"
     for name, t in sorted(tensors.items()):
+        qtype = getattr(gguf.GGMLQuantizationType, "Q4_K" if mix else args.type)
+        if mix and (name == "model.embed_tokens.weight" or
+                    ((name.endswith("v_proj.weight") or name.endswith("down_proj.weight")) and
+                     int(name.split(".")[2]) % 2 == 0)):
+            qtype = gguf.GGMLQuantizationType.Q6_K
         if name == "model.embed_tokens.weight":
             out = "token_embd.weight"
         elif name == "model.norm.weight":
@@ -212,12 +244,13 @@ def main():
             w.add_tensor(out, np.ascontiguousarray(t, dtype=np.float32))
         elif qtype == gguf.GGMLQuantizationType.F16:
             w.add_tensor(out, t.astype(np.float16))
-        elif qtype == gguf.GGMLQuantizationType.Q4_K:
+        elif qtype in (gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q6_K):
             if t.shape[-1] % 256:  # as llama.cpp: a row that is not whole super-blocks falls back
                 w.add_tensor(out, gguf.quants.quantize(t, gguf.GGMLQuantizationType.Q8_0),
                              raw_dtype=gguf.GGMLQuantizationType.Q8_0)
             else:
-                w.add_tensor(out, quantize_q4_k(t), raw_dtype=qtype)
+                quantize = quantize_q4_k if qtype == gguf.GGMLQuantizationType.Q4_K else quantize_q6_k
+                w.add_tensor(out, quantize(t), raw_dtype=qtype)
         else:
             w.add_tensor(out, gguf.quants.quantize(t, qtype), raw_dtype=qtype)
     w.write_header_to_file()

@@ -20,6 +20,12 @@
 //         bits), so the byte kernels (model/linear_q8.cpp; fp32 activations) multiply
 //         the file's own weights; with half activations the int8 kernel multiplies the
 //         bytes by int8 activations, as llama.cpp's Q8_0 x Q8_0 does. CPU only.
+//   Q6_K  ggml's Q6_K super-blocks of 256 (fp16 d) over 16 blocks of 16 with a signed
+//         8-bit sc each; the 6-bit codes kept as signed bytes q - 32 (block = 16), the
+//         scale d * sc (11 + 7 significant bits) and q * d * sc (+ 5) exact in fp32, so
+//         the byte kernels multiply the file's own weights. 8.56 bits/weight (the file's
+//         6.56; the codes unpacked to bytes). Row layout only (its 16-column scales do
+//         not fit the int8 kernel's 32-column sums), any activations. CPU only.
 // Codes are packed two per byte in 32-element groups, ggml's way: byte j of a group
 // holds element j in its low nibble and element j + 16 in its high nibble, so GGUF
 // Q4_0/Q4_1 blocks are taken over byte for byte and one kernel reads all formats.
@@ -49,7 +55,7 @@
 
 namespace kev {
 
-enum class QuantFormat { NF4, Q4_0, Q4_1, Q4_K, Q8_0 };
+enum class QuantFormat { NF4, Q4_0, Q4_1, Q4_K, Q8_0, Q6_K };
 const char* to_string(QuantFormat format);
 
 // QLoRA's NF4 code values (quantiles of N(0, 1) scaled to [-1, 1], with an exact 0).
@@ -65,12 +71,13 @@ struct QuantMatrix {
     QuantFormat format = QuantFormat::NF4;
     std::int64_t rows = 0;   // out features
     std::int64_t cols = 0;   // in features, a multiple of `block`
-    std::int64_t block = 64; // elements per scale: 64 (NF4) or 32; always a multiple of 32
+    std::int64_t block = 64; // elements per scale: 64 (NF4), 32, or 16 (Q6_K, byte codes)
     std::vector<std::uint8_t> codes;    // [rows * cols / 2] packed nibbles (see above); Q8_0: [rows * cols] int8
     std::vector<std::uint16_t> scales;  // [rows * cols / block] fp16 bits
     std::vector<std::uint16_t> mins;    // [rows * cols / block] fp16 bits, Q4_1 only
     // Q4_K: scales / mins hold d / dmin per 256 columns ([rows * cols / 256] fp16 bits) and
-    // these the 6-bit sc / m per 32-column block ([rows * cols / 32]).
+    // these the 6-bit sc / m per 32-column block ([rows * cols / 32]). Q6_K: scales hold d
+    // per 256 columns and sub_scales the signed 8-bit sc (as its byte) per 16 columns.
     std::vector<std::uint8_t> sub_scales, sub_mins;
     std::array<float, 16> lut{};        // code -> value before scaling
     bool interleaved = false;           // the int8 kernel's layout (see above)
@@ -79,7 +86,7 @@ struct QuantMatrix {
     bool on_cuda() const { return cuda != nullptr; }
 
     std::int64_t blocks_per_row() const { return cols / block; }
-    bool byte_codes() const { return format == QuantFormat::Q8_0; }  // a whole byte per code
+    bool byte_codes() const { return format == QuantFormat::Q8_0 || format == QuantFormat::Q6_K; }  // a byte per code
     std::int64_t bytes() const;  // codes + scales + mins
 };
 
@@ -89,10 +96,11 @@ struct QuantMatrix {
 // InvalidArgument otherwise.
 QuantMatrix quantize_nf4(const at::Tensor& weight);
 
-// Takes GGUF Q4_0, Q4_1, Q8_0 or Q4_K blocks over as they are: `data` holds rows * cols
-// / 32 ggml blocks (18, 20 or 34 bytes each; Q4_K: rows * cols / 256 blocks of 144 bytes,
-// cols a multiple of 256), `nbytes` how many bytes are readable there (checked). Q4_K's codes
-// are reordered into the layout above (the same values); its scales are kept as they are.
+// Takes GGUF Q4_0, Q4_1, Q8_0, Q4_K or Q6_K blocks over as they are: `data` holds rows *
+// cols / 32 ggml blocks (18, 20 or 34 bytes each; Q4_K and Q6_K: rows * cols / 256 blocks
+// of 144 or 210 bytes, cols a multiple of 256), `nbytes` how many bytes are readable there
+// (checked). Q4_K's codes are reordered into the layout above (the same values), Q6_K's
+// become signed bytes q - 32 in column order; their scales are kept as they are.
 // Row r of the result is source row row_order[r] (identity when empty): the loader's
 // way of undoing llama.cpp's q/k row permutation without touching the codes.
 QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,

@@ -52,7 +52,13 @@ struct Linear {
     at::Tensor bias;    // [out] or undefined
     std::shared_ptr<const QuantMatrix> quant;  // 4-bit blocks, or null for a dense weight
     std::shared_ptr<const LoraFactors> lora;   // an attached adapter's update, or null
-    bool quantized() const { return quant != nullptr; }
+    // Output rows kept in GGUF blocks of different formats, in row order (a fused q | k | v
+    // whose v is Q6_K and q, k Q4_K, as llama.cpp's Q4_K_M files have them): each part is
+    // multiplied by its own kernel and the outputs set side by side; `quant` is then null.
+    // Every kernel computes a row alone, so the whole still does.
+    std::vector<std::shared_ptr<const QuantMatrix>> quant_parts;
+    bool quantized() const { return quant != nullptr || !quant_parts.empty(); }
+    std::int64_t in_features() const;
     at::Tensor operator()(const at::Tensor& x) const;
     // The same plus, when `rows` is active and an adapter is attached, each row's scaled
     // low-rank update (the unmerged LoRA path; lora/lora_linear.cpp).
@@ -96,8 +102,9 @@ struct WeightMemory {
     std::int64_t q4_1 = 0;
     std::int64_t q4_k = 0;
     std::int64_t q8_0 = 0;          // kept GGUF Q8_0 blocks (a byte per weight)
+    std::int64_t q6_k = 0;          // kept GGUF Q6_K blocks (a byte per weight, a scale per 16)
     std::int64_t int8_kernel = 0;   // of the 4-bit bytes, those the int8 kernel multiplies (int8 activations)
-    std::int64_t quantized() const { return nf4 + q4_0 + q4_1 + q4_k + q8_0; }
+    std::int64_t quantized() const { return nf4 + q4_0 + q4_1 + q4_k + q8_0 + q6_k; }
     std::int64_t total() const { return dense + quantized(); }
 };
 

@@ -33,7 +33,9 @@ at::Tensor Linear::operator()(const at::Tensor& x, const LoraRows& rows) const {
     at::Tensor y = (*this)(x);  // [S, out]
     if (!lora || !rows.active()) return y;
     // The low-rank product on the same batch-invariant kernels as the base layer.
-    const Linear down_proj{lora->a, {}, nullptr, nullptr}, up_proj{lora->b, {}, nullptr, nullptr};
+    Linear down_proj, up_proj;
+    down_proj.weight = lora->a;
+    up_proj.weight = lora->b;
     const at::Tensor update = up_proj(down_proj(x));  // [S, R] -> [S, out]
     if (y.device().is_cpu()) return add_scaled_rows(y, update, rows.scale);  // row by row (rowwise.h)
     return at::addcmul(y, update, rows.scale);

@@ -636,7 +636,7 @@ const char* to_string(Int8Kernel kernel) {
 QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations) {
     const bool half = activations == at::kBFloat16 || activations == at::kHalf;
     if (!half || q.interleaved || !quant_int8_available() || q.rows % 16 != 0 ||
-        q.cols % 32 != 0)
+        q.cols % 32 != 0 || q.block % 32 != 0)  // Q6_K's 16-column blocks stay in the row layout
         return q;
     return interleave_rows16(q);
 }

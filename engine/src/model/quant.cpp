@@ -36,7 +36,7 @@ std::array<float, 16> lut_of(QuantFormat f) {
             case QuantFormat::Q4_0: lut[i] = static_cast<float>(i - 8); break;
             case QuantFormat::Q4_1:
             case QuantFormat::Q4_K: lut[i] = static_cast<float>(i); break;
-            case QuantFormat::Q8_0: break;  // byte codes: the code is the value
+            case QuantFormat::Q8_0: case QuantFormat::Q6_K: break;  // byte codes: the code is the value
         }
     }
     return lut;
@@ -62,6 +62,7 @@ const char* to_string(QuantFormat format) {
         case QuantFormat::Q4_1: return "q4_1";
         case QuantFormat::Q4_K: return "q4_k";
         case QuantFormat::Q8_0: return "q8_0";
+        case QuantFormat::Q6_K: return "q6_k";
     }
     return "?";
 }
@@ -184,12 +185,51 @@ QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::i
     return q;
 }
 
+// ggml's Q6_K: per 256 columns 128 bytes of low nibbles, 64 of high bit pairs, 16 signed
+// 8-bit scales, fp16 d. Half h (128 columns) reads ql[64h ..], qh[32h ..]: column 128h +
+// 32k + l (k = 0..3, l = 0..31) has its low nibble in ql[64h + l + 32 (k & 1)] (low for
+// k < 2, high for k >= 2) and its high bits at 2k in qh[32h + l]; its scale is sc[(32k +
+// l) / 16 + 8h], i.e. column c of the super-block has sc[c / 16].
+constexpr std::int64_t kQ6KBlockBytes = 210;
+
+QuantMatrix q6k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
+                          const std::vector<std::int64_t>& row_order) {
+    QuantMatrix q = checked_blocks("Q6_K", QuantFormat::Q6_K, rows, cols, 256, kQ6KBlockBytes, nbytes, row_order);
+    q.block = 16;
+    const std::int64_t spr = cols / 256;
+    q.codes.resize(static_cast<std::size_t>(rows * cols));
+    q.scales.resize(static_cast<std::size_t>(rows * spr));
+    q.sub_scales.resize(static_cast<std::size_t>(rows * spr * 16));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t src_row = row_order.empty() ? r : row_order[r];
+        const std::uint8_t* blk = data + src_row * spr * kQ6KBlockBytes;
+        for (std::int64_t sb = 0; sb < spr; ++sb, blk += kQ6KBlockBytes) {
+            const std::int64_t s = r * spr + sb;
+            const std::uint8_t *ql = blk, *qh = blk + 128, *sc = blk + 192;
+            q.scales[s] = load_u16(blk + 208);
+            std::memcpy(q.sub_scales.data() + s * 16, sc, 16);
+            std::uint8_t* out = q.codes.data() + r * cols + sb * 256;
+            for (int h = 0; h < 2; ++h) {
+                for (int k = 0; k < 4; ++k) {
+                    for (int l = 0; l < 32; ++l) {
+                        const std::uint8_t low = ql[64 * h + l + 32 * (k & 1)];
+                        const int code = ((k < 2 ? low : low >> 4) & 0x0f) | ((qh[32 * h + l] >> (2 * k)) & 3) << 4;
+                        out[128 * h + 32 * k + l] = static_cast<std::uint8_t>(static_cast<std::int8_t>(code - 32));
+                    }
+                }
+            }
+        }
+    }
+    return q;
+}
+
 }  // namespace
 
 QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,
                             std::int64_t cols, const std::vector<std::int64_t>& row_order) {
     if (format == QuantFormat::NF4) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: NF4 is not a ggml format");
     if (format == QuantFormat::Q4_K) return q4k_from_ggml(data, nbytes, rows, cols, row_order);
+    if (format == QuantFormat::Q6_K) return q6k_from_ggml(data, nbytes, rows, cols, row_order);
     // Q4_0 [d][16 bytes of nibbles], Q4_1 [d][m][16 bytes], Q8_0 [d][32 signed bytes].
     const bool has_min = format == QuantFormat::Q4_1, bytes8 = format == QuantFormat::Q8_0;
     const std::int64_t head = has_min ? 4 : 2, code_bytes = bytes8 ? 32 : 16, block_bytes = head + code_bytes;
@@ -304,7 +344,7 @@ void move_tables(const QuantMatrix& from, QuantMatrix& to, std::int64_t row) {
     for (std::int64_t j = 0; j < bpr && !from.sub_scales.empty(); ++j) {
         const std::size_t a = table_at(from.interleaved, row, j, bpr), b = table_at(to.interleaved, row, j, bpr);
         to.sub_scales[b] = from.sub_scales[a];
-        to.sub_mins[b] = from.sub_mins[a];
+        if (!from.sub_mins.empty()) to.sub_mins[b] = from.sub_mins[a];
     }
 }
 
@@ -371,6 +411,9 @@ QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
         throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
+    if (q.block % 32 != 0)  // Q6_K: a scale per 16 columns, the int8 kernel sums 32
+        throw Error(ErrorCode::InvalidArgument, std::string("interleave_rows16: ") + to_string(q.format) +
+                                                    " blocks are narrower than the int8 kernel's 32-column sums");
     QuantMatrix out;  // the metadata of q; every byte below is written once
     out.format = q.format;
     out.rows = q.rows;

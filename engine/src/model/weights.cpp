@@ -54,32 +54,36 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
     if (!fs::exists(path)) throw Error(ErrorCode::Io, path + ": no such file or folder");
     if (!fs::is_directory(path)) {
         const auto gguf = GgufFile::open(path);
-        std::int64_t q4 = 0, q4k = 0, q8 = 0, q5 = 0, linear = 0;
+        std::int64_t q4 = 0, q4k = 0, q6k = 0, q8 = 0, q5 = 0, linear = 0;
         for (const auto& t : gguf->tensors()) {
             if (t.name.find("_norm") != std::string::npos || t.name.find("token_embd") != std::string::npos) continue;
             if (t.dims.size() != 2) continue;
             ++linear;
             if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1) ++q4;
             if (t.type == GgmlType::Q4_K) ++q4k;
+            if (t.type == GgmlType::Q6_K) ++q6k;
             if (t.type == GgmlType::Q8_0) ++q8;
             if (t.type == GgmlType::Q5_0) ++q5;
         }
         const std::string int8 = quant_int8_available() ? to_string(quant_int8_kernel()) : to_string(quant_kernel());
-        if (q4 > 0 && q4k + q8 + q5 == 0)
+        if (q4 > 0 && q4k + q6k + q8 + q5 == 0)
             return {"4bit", std::to_string(q4) + " of " + std::to_string(linear) +
                                 " weight matrices are Q4_0/Q4_1 blocks: kept as they are, multiplied by the " +
                                 int8 + " kernel"};
-        const std::int64_t kept = q4 + q4k + q8 + q5;
+        const std::int64_t kept = q4 + q4k + q6k + q8 + q5;
         if (kept > 0) {
-            std::vector<std::string> kinds;
+            std::vector<std::string> kinds;  // those the int8 kernel multiplies with half activations
             if (q4 > 0) kinds.push_back("Q4_0/Q4_1");
             if (q4k > 0) kinds.push_back("Q4_K");
             if (q8 > 0) kinds.push_back("Q8_0");
             if (q5 > 0) kinds.push_back("Q5_0 exactly as 8-bit codes");
             std::string why = std::to_string(kept) + " of " + std::to_string(linear) +
-                              " weight matrices are Q4_0/Q4_1/Q4_K/Q8_0/Q5_0 blocks: kept as they are (";
+                              " weight matrices are Q4_0/Q4_1/Q4_K/Q6_K/Q8_0/Q5_0 blocks: kept as they are (";
             for (std::size_t i = 0; i < kinds.size(); ++i) why += (i ? ", " : "") + kinds[i];
-            why += " by the " + int8 + " kernel" + (kept < linear ? "), the other linear layers NF4" : ")");
+            if (!kinds.empty()) why += " by the " + int8 + " kernel";
+            if (q6k > 0)
+                why += std::string(kinds.empty() ? "" : "; ") + "Q6_K by the " + to_string(quant_kernel()) + " byte kernels";
+            why += kept < linear ? "), the other linear layers NF4" : ")";
             return {"4bit", why};
         }
     }
@@ -154,10 +158,30 @@ at::Tensor with_leading_dims(const at::Tensor& y, const at::Tensor& x, std::int6
     return y.view(shape);
 }
 
+// x times the stacked parts: each part's kernel on its own rows of the weight (and of the
+// bias), the outputs concatenated along the last dimension.
+at::Tensor parts_linear(const at::Tensor& x, const std::vector<std::shared_ptr<const QuantMatrix>>& parts,
+                        const at::Tensor& bias) {
+    std::vector<at::Tensor> ys;
+    std::int64_t row = 0;
+    for (const auto& p : parts) {
+        ys.push_back(quant_linear(x, *p, bias.defined() ? bias.narrow(0, row, p->rows) : at::Tensor()));
+        row += p->rows;
+    }
+    return at::cat(ys, -1);
+}
+
 }  // namespace
+
+std::int64_t Linear::in_features() const {
+    if (quant) return quant->cols;
+    if (!quant_parts.empty()) return quant_parts.front()->cols;
+    return weight.size(1);
+}
 
 at::Tensor Linear::operator()(const at::Tensor& x) const {
     if (quant) return quant_linear(x, *quant, bias);
+    if (!quant_parts.empty()) return parts_linear(x, quant_parts, bias);
     const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
     if (cuda_dense_tiles_apply(x2, weight))
         return with_leading_dims(cuda_dense_tiles(x2, weight, bias).to(x.scalar_type()), x, weight.size(0));
@@ -167,6 +191,7 @@ at::Tensor Linear::operator()(const at::Tensor& x) const {
 
 at::Tensor Linear::fp32_out(const at::Tensor& x) const {
     if (quant) return quant_linear(x.to(at::kFloat), *quant, bias);  // int8 kernel: the same sums, fp32 out
+    if (!quant_parts.empty()) return parts_linear(x.to(at::kFloat), quant_parts, bias);
     const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M, I]
     if (cuda_dense_tiles_apply(x2, weight))  // the tiles' fp32 sums, never rounded to half
         return with_leading_dims(cuda_dense_tiles(x2, weight, bias), x, weight.size(0));
@@ -188,16 +213,22 @@ WeightMemory ModelWeights::memory() const {
             m.dense_linear += static_cast<std::int64_t>(lin.weight.nbytes());
         add(lin.weight);
         add(lin.bias);
-        if (!lin.quant || !seen.insert(lin.quant.get()).second) return;
-        const std::int64_t b = lin.quant->bytes();
-        switch (lin.quant->format) {
-            case QuantFormat::NF4: m.nf4 += b; break;
-            case QuantFormat::Q4_0: m.q4_0 += b; break;
-            case QuantFormat::Q4_1: m.q4_1 += b; break;
-            case QuantFormat::Q4_K: m.q4_k += b; break;
-            case QuantFormat::Q8_0: m.q8_0 += b; break;
+        std::vector<const QuantMatrix*> mats;
+        if (lin.quant) mats.push_back(lin.quant.get());
+        for (const auto& p : lin.quant_parts) mats.push_back(p.get());
+        for (const QuantMatrix* q : mats) {
+            if (!seen.insert(q).second) continue;
+            const std::int64_t b = q->bytes();
+            switch (q->format) {
+                case QuantFormat::NF4: m.nf4 += b; break;
+                case QuantFormat::Q4_0: m.q4_0 += b; break;
+                case QuantFormat::Q4_1: m.q4_1 += b; break;
+                case QuantFormat::Q4_K: m.q4_k += b; break;
+                case QuantFormat::Q8_0: m.q8_0 += b; break;
+                case QuantFormat::Q6_K: m.q6_k += b; break;
+            }
+            if (q->interleaved) m.int8_kernel += b;
         }
-        if (lin.quant->interleaved) m.int8_kernel += b;
     };
     add(embed);
     add(final_norm);
@@ -399,7 +430,8 @@ public:
             unused_.erase(global(kLmHeadName));  // some tied checkpoints store a duplicate
             if (quant_ != WeightQuant::None) {
                 // The embedding stays dense for the lookup; the head multiplies by a 4-bit copy.
-                w.lm_head.quant = kept_blocks({{global(kEmbedName), c_.vocab_size, 0}}, c_.hidden_size, false);
+                const auto kept = kept_blocks({{global(kEmbedName), c_.vocab_size, 0}}, c_.hidden_size, false);
+                if (!kept.empty()) w.lm_head.quant = kept[0];  // one part: one format
                 if (!w.lm_head.quant && c_.hidden_size % 32 == 0)
                     w.lm_head.quant = prepared(quantize_nf4(w.embed));
                 if (w.lm_head.quant) w.lm_head.weight = at::Tensor();
@@ -531,8 +563,10 @@ private:
     // not whole 32-element groups stays dense.
     void fill_linear(Linear& lin, const std::vector<Part>& parts, std::int64_t cols) {
         if (quant_ != WeightQuant::None) {
-            lin.quant = kept_blocks(parts, cols, true);
-            if (lin.quant) return;
+            auto kept = kept_blocks(parts, cols, true);
+            if (kept.size() == 1) lin.quant = std::move(kept[0]);
+            else lin.quant_parts = std::move(kept);
+            if (lin.quantized()) return;
         }
         std::int64_t rows = 0;
         for (const auto& p : parts) rows += p.rows;
@@ -556,34 +590,38 @@ private:
     }
 
     // The format GGUF blocks of `type` are kept in (Q5_0 as Q8_0-format byte codes, the
-    // same values), or NF4 where Kev keeps no such blocks here (Q4_K, Q8_0 and Q5_0 on
-    // CUDA, where Kev has no kernel for them; Q4_K rows not whole super-blocks).
+    // same values), or NF4 where Kev keeps no such blocks here (Q4_K, Q6_K, Q8_0 and Q5_0
+    // on CUDA, where Kev has no kernel for them; K-quant rows not whole super-blocks).
     QuantFormat kept_format(GgmlType type, std::int64_t cols) const {
         const bool cpu = !opts_.device().is_cuda();
         switch (type) {
             case GgmlType::Q4_0: return QuantFormat::Q4_0;
             case GgmlType::Q4_1: return QuantFormat::Q4_1;
             case GgmlType::Q4_K: return cpu && cols % 256 == 0 ? QuantFormat::Q4_K : QuantFormat::NF4;
+            case GgmlType::Q6_K: return cpu && cols % 256 == 0 ? QuantFormat::Q6_K : QuantFormat::NF4;
             case GgmlType::Q8_0: case GgmlType::Q5_0: return cpu ? QuantFormat::Q8_0 : QuantFormat::NF4;
             default: return QuantFormat::NF4;
         }
     }
 
-    // GGUF Q4_0/Q4_1/Q4_K/Q8_0 blocks of `parts` taken over as they are (Q5_0 exactly, as
-    // byte codes), or null when the mode, the file or the parts' types do not allow it
-    // (parts kept in different formats; kept_format). `count` marks the tensors read.
-    std::shared_ptr<const QuantMatrix> kept_blocks(const std::vector<Part>& parts, std::int64_t cols, bool count) {
-        if (quant_ != WeightQuant::Q4 || cols % 32 != 0) return nullptr;
+    // GGUF Q4_0/Q4_1/Q4_K/Q6_K/Q8_0 blocks of `parts` taken over as they are (Q5_0 exactly,
+    // as byte codes): one matrix per run of parts kept in the same format (a fused q | k |
+    // v of Q4_K and Q6_K parts is two), or none when the mode or the file does not allow it
+    // (a part Kev keeps no blocks of here; kept_format). `count` marks the tensors read.
+    std::vector<std::shared_ptr<const QuantMatrix>> kept_blocks(const std::vector<Part>& parts, std::int64_t cols,
+                                                                bool count) {
+        if (quant_ != WeightQuant::Q4 || cols % 32 != 0) return {};
         std::vector<const GgufTensorInfo*> infos;
-        QuantFormat format = QuantFormat::NF4;
+        std::vector<QuantFormat> formats;
         for (const auto& p : parts) {
             const GgufTensorInfo* info = src_.gguf_info(p.name);
             const QuantFormat f = info ? kept_format(info->type, cols) : QuantFormat::NF4;
-            if (f == QuantFormat::NF4 || (!infos.empty() && f != format)) return nullptr;
-            format = f;
+            if (f == QuantFormat::NF4) return {};
+            formats.push_back(f);
             infos.push_back(info);
         }
-        std::vector<QuantMatrix> mats;
+        std::vector<std::shared_ptr<const QuantMatrix>> out;
+        std::vector<QuantMatrix> run;  // parts of one format, to be stacked
         for (std::size_t k = 0; k < parts.size(); ++k) {
             const Part& p = parts[k];
             std::vector<std::int64_t> order;
@@ -596,15 +634,19 @@ private:
                                            .contiguous();
                 order.assign(idx.data_ptr<std::int64_t>(), idx.data_ptr<std::int64_t>() + p.rows);
             }
-            mats.push_back(infos[k]->type == GgmlType::Q5_0
-                               ? quant_from_ggml_q5_0(src_.gguf_data(*infos[k]), infos[k]->nbytes, p.rows, cols, order)
-                               : quant_from_ggml(format, src_.gguf_data(*infos[k]), infos[k]->nbytes, p.rows, cols, order));
+            run.push_back(infos[k]->type == GgmlType::Q5_0
+                              ? quant_from_ggml_q5_0(src_.gguf_data(*infos[k]), infos[k]->nbytes, p.rows, cols, order)
+                              : quant_from_ggml(formats[k], src_.gguf_data(*infos[k]), infos[k]->nbytes, p.rows, cols, order));
             if (count) {
                 unused_.erase(p.name);
                 if (progress_) progress_(++done_, total_);
             }
+            if (k + 1 == parts.size() || formats[k + 1] != formats[k]) {
+                out.push_back(prepared(run.size() == 1 ? std::move(run[0]) : concat_rows(run)));
+                run.clear();
+            }
         }
-        return prepared(mats.size() == 1 ? std::move(mats[0]) : concat_rows(mats));
+        return out;
     }
 
     // A norm weight [n]. Gemma's are used as 1 + w in fp32: kept that way, as fp32 1 + w
