@@ -60,11 +60,12 @@ std::unique_ptr<kev::Model> loadTiny(const QString& preset, kev::DType dtype = k
 // activations, the byte kernels); q5_0 and q5_0 fp32 the same for a Q5_0 GGUF (its blocks
 // taken over as Q8_0-format byte codes); q6_k fp32 for a Q6_K GGUF of the preset made 256
 // wide (the byte kernels), q4_k_m for one of Q4_K and Q6_K matrices (make_random_gguf.py's
-// mix: fused q | k | v of two formats; the int8 kernel and the byte kernels in one forward).
+// mix: fused q | k | v of two formats; the int8 kernel and the byte kernels in one forward),
+// q5_k_m the same with Q5_K for Q4_K (byte kernels with offsets).
 std::unique_ptr<kev::Model> loadTinyAs(const QString& preset, const QString& precision) {
     const QString type = precision.section(' ', 0, 0);
-    if (type == "q8_0" || type == "q5_0" || type == "q6_k" || type == "q4_k_m")
-        return loadTiny(type.startsWith("q8") || type.startsWith("q5") ? preset : preset + "@256",
+    if (type == "q8_0" || type == "q5_0" || type == "q6_k" || type == "q4_k_m" || type == "q5_k_m")
+        return loadTiny(type == "q8_0" || type == "q5_0" ? preset : preset + "@256",
                         precision.endsWith("fp32") ? kev::DType::F32 : kev::DType::BF16, kev::WeightQuant::Q4,
                         type.toUpper());
     return loadTiny(preset, precision == "fp32" ? kev::DType::F32 : kev::DType::BF16,
@@ -181,7 +182,7 @@ private Q_SLOTS:
                         << QString(family) << QString(precision) << true << QString(preset);
             }
         for (const char* family : {"scalar", "avx2", "avx512", "amx"})
-            for (const char* precision : {"q8_0", "q8_0 fp32", "q5_0", "q5_0 fp32", "q6_k fp32", "q4_k_m"})
+            for (const char* precision : {"q8_0", "q8_0 fp32", "q5_0", "q5_0 fp32", "q6_k fp32", "q4_k_m", "q5_k_m"})
                 for (bool shared : {false, true})
                     QTest::addRow("%s %s%s", family, precision, shared ? " shared sampled" : " greedy")
                         << QString(family) << QString(precision) << shared << QString("tiny-qwen2");
@@ -201,9 +202,10 @@ private Q_SLOTS:
         if (precision.startsWith("q8_0") || precision.startsWith("q5_0"))
             QVERIFY(m->weights().memory().q8_0 == m->weights().memory().quantized());
         if (precision.startsWith("q6_k")) QVERIFY(m->weights().memory().q6_k == m->weights().memory().quantized());
-        if (precision == "q4_k_m") {  // both formats, and a fused q | k | v of two parts
+        if (precision.endsWith("_m")) {  // both formats, and a fused q | k | v of two parts
             const kev::WeightMemory mem = m->weights().memory();
-            QVERIFY(mem.q4_k > 0 && mem.q6_k > 0 && mem.q4_k + mem.q6_k == mem.quantized());
+            const std::int64_t base = precision == "q4_k_m" ? mem.q4_k : mem.q5_k;
+            QVERIFY(base > 0 && mem.q6_k > 0 && base + mem.q6_k == mem.quantized());
             QCOMPARE(int(m->weights().layers[0].qkv.quant_parts.size()), 2);
         }
         for (const auto& [path, kernel] : kev::kernel_paths())

@@ -120,7 +120,8 @@ kev::QuantMatrix expectKeptDecoding(kev::QuantFormat f, kev::GgmlType t, const K
 }
 
 kev::QuantMatrix randomMatrix(kev::QuantFormat f, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
-    if (f == kev::QuantFormat::Q4_K || f == kev::QuantFormat::Q8_0 || f == kev::QuantFormat::Q6_K) {
+    if (f == kev::QuantFormat::Q4_K || f == kev::QuantFormat::Q8_0 || f == kev::QuantFormat::Q6_K ||
+        f == kev::QuantFormat::Q5_K) {
         const KBlocks k = ggufBlocks(QString(kev::to_string(f)).toUpper(), rows, cols, rng() % 1000);
         return kev::quant_from_ggml(f, k.bytes.data(), k.bytes.size(), rows, cols);
     }
@@ -306,6 +307,33 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
     }
 
+    // Q5_K kept as bytes 0..31 with Q4_K's two levels of scales and offsets decodes to
+    // exactly what the gguf package decodes (the product q * d * sc exact, minus dmin * m
+    // rounded once), every code and 6-bit pattern, in 8.625 bits a weight (the file's 5.5).
+    // The int8 kernel's layout holds the same values and turns back byte for byte.
+    void q5kBlocksKeptEqualTheGgufPackage() {
+        const std::int64_t rows = 7, cols = 768;
+        const KBlocks k = ggufBlocks("Q5_K", rows, cols, 8);
+        QVERIFY(k.reference.defined());
+        QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 256 * 176));
+        const kev::QuantMatrix q = expectKeptDecoding(kev::QuantFormat::Q5_K, kev::GgmlType::Q5_K, k, rows, cols);
+        QVERIFY(q.byte_codes() && !q.row_layout_only());
+        QCOMPARE(q.block, std::int64_t{32});
+        QCOMPARE(q.bytes() * 64, rows * cols * 69);  // bytes a weight: 1 + 2/32 (sc, m) + 4/256 (d, dmin)
+        std::set<int> codes(q.codes.begin(), q.codes.end());
+        QCOMPARE(codes.size(), std::size_t{32});
+        QCOMPARE(*codes.rbegin(), 31);
+        const kev::QuantMatrix g = kev::concat_rows(std::vector<kev::QuantMatrix>(16, q));  // 112 rows
+        const kev::QuantMatrix gi = kev::interleave_rows16(g);
+        QVERIFY(gi.interleaved);
+        QCOMPARE(gi.bytes(), g.bytes());
+        QVERIFY(at::equal(kev::dequantize(gi, at::kFloat), kev::dequantize(g, at::kFloat)));
+        const kev::QuantMatrix back = kev::row_layout(gi);
+        QVERIFY(back.codes == g.codes && back.scales == g.scales && back.mins == g.mins);
+        QVERIFY(back.sub_scales == g.sub_scales && back.sub_mins == g.sub_mins);
+        QCOMPARE(kev::prepare_quant(g, at::kBFloat16).interleaved, kev::quant_int8_available());
+    }
+
     // A GGUF of Q4_K or Q8_0 blocks in the 4-bit precision: every linear layer and the
     // tied head keep them (nothing re-quantized to NF4), they decode to exactly the weights
     // the fp32 load makes of the file, and the 4-bit forward with fp32 activations computes
@@ -317,25 +345,29 @@ private Q_SLOTS:
         QTest::newRow("q5_0 (as 8-bit codes)") << QString("Q5_0");
         QTest::newRow("q6_k") << QString("Q6_K");
         QTest::newRow("q4_k_m (q4_k and q6_k parts)") << QString("Q4_K_M");
+        QTest::newRow("q5_k") << QString("Q5_K");
+        QTest::newRow("q5_k_m (q5_k and q6_k parts)") << QString("Q5_K_M");
     }
 
     void keptModelKeepsItsBlocks() {
         QFETCH(QString, type);
-        const bool mix = type == "Q4_K_M";  // Q6_K embedding, v and down in even layers, Q4_K the rest
-        const auto format = type == "Q4_K" || mix ? kev::QuantFormat::Q4_K
-                            : type == "Q6_K"      ? kev::QuantFormat::Q6_K
-                                                  : kev::QuantFormat::Q8_0;  // Q5_0: byte codes
+        const bool mix = type.endsWith("_M");  // Q6_K embedding, v and down in even layers, Q4_K / Q5_K the rest
+        const auto format = type.startsWith("Q4_K")   ? kev::QuantFormat::Q4_K
+                            : type.startsWith("Q5_K") ? kev::QuantFormat::Q5_K
+                            : type == "Q6_K"          ? kev::QuantFormat::Q6_K
+                                                      : kev::QuantFormat::Q8_0;  // Q5_0: byte codes
         const std::string path = keptModelFile(type).toStdString();
         const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
         const auto dense = loadModel(path, kev::DType::F32, kev::WeightQuant::None);
         const kev::WeightMemory mem = kept->weights().memory();
-        const std::int64_t held = mix                                ? mem.q4_k + mem.q6_k
+        const std::int64_t held = mix                                ? mem.q4_k + mem.q5_k + mem.q6_k
                                   : format == kev::QuantFormat::Q4_K ? mem.q4_k
+                                  : format == kev::QuantFormat::Q5_K ? mem.q5_k
                                   : format == kev::QuantFormat::Q6_K ? mem.q6_k
                                                                      : mem.q8_0;
         QVERIFY(held > 0);
         QCOMPARE(held, mem.quantized());
-        if (mix) QVERIFY(mem.q4_k > 0 && mem.q6_k > 0);
+        if (mix) QVERIFY((format == kev::QuantFormat::Q4_K ? mem.q4_k : mem.q5_k) > 0 && mem.q6_k > 0);
         QCOMPARE(mem.dense_linear, std::int64_t{0});
         QCOMPARE(kept->weights().lm_head.quant->format, mix ? kev::QuantFormat::Q6_K : format);
         // Every layer's matrices: the formats of their parts, in row order, decoding to
@@ -373,8 +405,8 @@ private Q_SLOTS:
         // auto picks 4-bit for such a file and says how it runs.
         const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
         QCOMPARE(automatic.name, std::string("4bit"));
-        for (const char* kind : {"Q4_K", "Q6_K", "Q8_0"})
-            if (type.contains(kind) || (mix && std::string(kind) != "Q8_0"))
+        for (const char* kind : {"Q4_K", "Q5_K", "Q6_K", "Q8_0"})
+            if (type.contains(kind) || (mix && std::string(kind) == "Q6_K"))
                 QVERIFY2(automatic.why.find(kind) != std::string::npos, automatic.why.c_str());
         // Half activations: the int8 kernel where it runs (as llama.cpp multiplies Q4_K and
         // Q8_0 by int8 activations); Q6_K's 16-column blocks stay on the byte kernels.
@@ -464,6 +496,8 @@ private Q_SLOTS:
         QTest::newRow("q8_0 64x576") << int(kev::QuantFormat::Q8_0) << 64 << 576 << false;
         QTest::newRow("q6_k 33x512 bias") << int(kev::QuantFormat::Q6_K) << 33 << 512 << true;
         QTest::newRow("q6_k 48x256") << int(kev::QuantFormat::Q6_K) << 48 << 256 << false;
+        QTest::newRow("q5_k 33x512 bias") << int(kev::QuantFormat::Q5_K) << 33 << 512 << true;
+        QTest::newRow("q5_k 48x256") << int(kev::QuantFormat::Q5_K) << 48 << 256 << false;
     }
 
     void kernelPathsAgree() {
@@ -527,7 +561,7 @@ private Q_SLOTS:
     // output must not depend on the other rows of the call (packed cards rest on it).
     void decodeShapesInWholeBlocksMatchTheReference() {
         for (auto format : {kev::QuantFormat::NF4, kev::QuantFormat::Q4_0, kev::QuantFormat::Q4_1, kev::QuantFormat::Q4_K,
-                            kev::QuantFormat::Q8_0, kev::QuantFormat::Q6_K}) {
+                            kev::QuantFormat::Q8_0, kev::QuantFormat::Q6_K, kev::QuantFormat::Q5_K}) {
             std::mt19937 rng(static_cast<unsigned>(format) + 5);
             const kev::QuantMatrix q = randomMatrix(format, 96, 256, rng);
             const at::Tensor w = kev::dequantize(q, at::kFloat);
@@ -708,6 +742,8 @@ private Q_SLOTS:
         QTest::newRow("q8_0 32x96") << int(kev::QuantFormat::Q8_0) << 32 << 96 << false;
         QTest::newRow("q4_k 48x512 bias") << int(kev::QuantFormat::Q4_K) << 48 << 512 << true;
         QTest::newRow("q4_k 32x256") << int(kev::QuantFormat::Q4_K) << 32 << 256 << false;
+        QTest::newRow("q5_k 48x512 bias") << int(kev::QuantFormat::Q5_K) << 48 << 512 << true;
+        QTest::newRow("q5_k 32x256") << int(kev::QuantFormat::Q5_K) << 32 << 256 << false;
     }
 
     void int8KernelFollowsItsSpecification() {

@@ -29,6 +29,7 @@ QString weightFormats(const kev::WeightMemory& m, kev::DType dtype) {
     if (m.q4_1) parts << QStringLiteral("q4_1");
     if (m.q4_k) parts << QStringLiteral("q4_k");
     if (m.q8_0) parts << QStringLiteral("q8_0");
+    if (m.q5_k) parts << QStringLiteral("q5_k");
     if (m.q6_k) parts << QStringLiteral("q6_k");
     if (m.nf4) parts << QStringLiteral("nf4");
     const QString dense = QString::fromLatin1(kev::to_string(dtype));

@@ -66,7 +66,7 @@ std::string command_line(const char* name, const Args& args) {
 nlohmann::json memory_json(const kev::WeightMemory& m) {
     return {{"total", m.total()},        {"dense", m.dense}, {"dense_linear", m.dense_linear},
             {"nf4", m.nf4},              {"q4_0", m.q4_0},   {"q4_1", m.q4_1},   {"q4_k", m.q4_k},
-            {"q8_0", m.q8_0},            {"q6_k", m.q6_k},   {"linear", m.dense_linear + m.quantized()}};
+            {"q8_0", m.q8_0},            {"q6_k", m.q6_k},   {"q5_k", m.q5_k}, {"linear", m.dense_linear + m.quantized()}};
 }
 
 // Aggregate decode tok/s of one packed run of `cards`.
@@ -161,18 +161,19 @@ int run_precision(const Args& args) {
            << "4-bit kernel: " << report["q4_kernel"].get<std::string>() << "; read bandwidth "
            << report["read_bandwidth_gbs"].get<double>() << " GB/s; prompt " << prompt_len << " tokens, " << gen_len
            << " generated per card, median of " << reps << ".\n\n"
-           << "| precision | weights MB | linear layers MB | linear / bf16 linear | dense MB | nf4 MB | q4_0 MB | q4_1 MB | q4_k MB | q8_0 MB | q6_k MB |\n"
-           << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+           << "| precision | weights MB | linear layers MB | linear / bf16 linear | dense MB | nf4 MB | q4_0 MB | q4_1 MB | q4_k MB | q8_0 MB | q6_k MB | q5_k MB |\n"
+           << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         char buf[512];
         const bool has_bf16 = report["memory"].contains("bf16");
         for (const auto& p : precisions) {
             const auto& m = report["memory"][p];
             const double lin = m["linear"].get<double>();
             const double ratio = has_bf16 ? lin / report["memory"]["bf16"]["linear"].get<double>() : 0.0;
-            std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p.c_str(),
+            std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p.c_str(),
                           m["total"].get<double>() / 1e6, lin / 1e6, ratio, m["dense"].get<double>() / 1e6,
                           m["nf4"].get<double>() / 1e6, m["q4_0"].get<double>() / 1e6, m["q4_1"].get<double>() / 1e6,
-                          m["q4_k"].get<double>() / 1e6, m.value("q8_0", 0.0) / 1e6, m.value("q6_k", 0.0) / 1e6);
+                          m["q4_k"].get<double>() / 1e6, m.value("q8_0", 0.0) / 1e6, m.value("q6_k", 0.0) / 1e6,
+                          m.value("q5_k", 0.0) / 1e6);
             md << buf;
         }
         md << "\nAggregate decode tok/s (packed, N cards):\n\n| N |";

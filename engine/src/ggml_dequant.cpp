@@ -5,7 +5,7 @@
 //   Q5_1  [d:f16][m:f16][qh:u32][16 bytes]        x = q5 * d + m
 //   Q8_0  [d:f16][32 x int8]                      x = q * d
 // In the 32-element formats, byte j holds element j in its low nibble and element
-// j + 16 in its high nibble. K-quants work on 256-element super-blocks.
+// j + 16 in its high nibble. K-quants (Q4_K, Q5_K, Q6_K) work on 256-element super-blocks.
 #include <cstdint>
 #include <cstring>
 
@@ -83,6 +83,26 @@ void q4_k(const std::uint8_t* b, float* y) {
     }
 }
 
+// Q5_K: [d:f16][dmin:f16][scales:12][qh:32][qs:128]. Per 64 columns c: two blocks of 32,
+// low nibbles of qs[32c ..] then high nibbles, the fifth bit of column l of the pair at
+// bits 2c and 2c + 1 of qh[l]; x = d * sc * q - dmin * m as Q4_K.
+void q5_k(const std::uint8_t* b, float* y) {
+    const float d = fp16_to_float(load_u16(b));
+    const float dmin = fp16_to_float(load_u16(b + 2));
+    const std::uint8_t* scales = b + 4;
+    const std::uint8_t* qh = b + 16;
+    const std::uint8_t* q = b + 48;
+    for (int c = 0; c < 4; ++c, q += 32) {
+        std::uint8_t sc, mn;
+        scale_min_k4(2 * c, scales, &sc, &mn);
+        const float d1 = d * sc, m1 = dmin * mn;
+        scale_min_k4(2 * c + 1, scales, &sc, &mn);
+        const float d2 = d * sc, m2 = dmin * mn;
+        for (int l = 0; l < 32; ++l) *y++ = d1 * ((q[l] & 0x0f) | ((qh[l] >> (2 * c)) & 1) << 4) - m1;
+        for (int l = 0; l < 32; ++l) *y++ = d2 * ((q[l] >> 4) | ((qh[l] >> (2 * c + 1)) & 1) << 4) - m2;
+    }
+}
+
 // Q6_K: [ql:128][qh:64][scales:16 x int8][d:f16]
 void q6_k(const std::uint8_t* b, float* y) {
     const std::uint8_t* ql = b;
@@ -142,6 +162,7 @@ void ggml_dequantize(GgmlType type, const std::uint8_t* src, float* dst, std::in
                 break;
             case GgmlType::Q8_0: q8_0(b, y); break;
             case GgmlType::Q4_K: q4_k(b, y); break;
+            case GgmlType::Q5_K: q5_k(b, y); break;
             case GgmlType::Q6_K: q6_k(b, y); break;
             default: throw Error(ErrorCode::Unsupported, std::string("cannot decode ggml type ") + to_string(type));
         }
@@ -176,7 +197,9 @@ std::int64_t ggml_count_nonfinite_scales(GgmlType type, const std::uint8_t* src,
     std::int64_t first = 0, second = -1;
     switch (type) {
         case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: break;          // d
-        case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: second = 2; break;  // d, m (dmin)
+        case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K:
+            second = 2;  // d, m (dmin)
+            break;
         case GgmlType::Q6_K: first = 208; break;                                      // ql, qh, scales, d
         default: return 0;
     }

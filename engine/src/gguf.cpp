@@ -186,6 +186,7 @@ bool ggml_block_layout(GgmlType type, std::int64_t* block_elems, std::int64_t* b
         case GgmlType::Q5_1: e = 32; b = 24; break;
         case GgmlType::Q8_0: e = 32; b = 34; break;
         case GgmlType::Q4_K: e = 256; b = 144; break;
+        case GgmlType::Q5_K: e = 256; b = 176; break;
         case GgmlType::Q6_K: e = 256; b = 210; break;
         default: return false;
     }

@@ -2,10 +2,10 @@
 """Random GGUF blocks (K-quants, Q8_0 and Q5_0) and their dequantization by the `gguf` package
 (llama.cpp's own Python reader), for Kev's kernel tests.
 
-    kquant_blocks.py --out FILE.gguf --type Q4_K|Q6_K|Q8_0|Q5_0 --rows R --cols C [--seed S]
+    kquant_blocks.py --out FILE.gguf --type Q4_K|Q5_K|Q6_K|Q8_0|Q5_0 --rows R --cols C [--seed S]
 
 Writes FILE.gguf with one tensor "w" [R, C] of random blocks (every bit pattern of the
-codes and packed scales; d (and Q4_K's dmin) random finite fp16) and FILE.gguf.f32,
+codes and packed scales; d (and Q4_K's, Q5_K's dmin) random finite fp16) and FILE.gguf.f32,
 the tensor dequantized by gguf.quants.dequantize, float32, row-major.
 """
 import argparse
@@ -17,7 +17,7 @@ import numpy as np
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--type", default="Q4_K", choices=["Q4_K", "Q6_K", "Q8_0", "Q5_0"])
+    ap.add_argument("--type", default="Q4_K", choices=["Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q5_0"])
     ap.add_argument("--rows", type=int, required=True)
     ap.add_argument("--cols", type=int, required=True)
     ap.add_argument("--seed", type=int, default=0)
@@ -33,7 +33,7 @@ def main():
     dmin = rng.uniform(0.0, 0.01, size=n).astype(np.float16)
     at = 208 if args.type == "Q6_K" else 0  # Q6_K: [ql 128][qh 64][scales 16][d]
     raw[:, at:at + 2] = d.view(np.uint8).reshape(n, 2)
-    if args.type == "Q4_K":
+    if args.type in ("Q4_K", "Q5_K"):
         raw[:, 2:4] = dmin.view(np.uint8).reshape(n, 2)
     data = raw.reshape(args.rows, args.cols // block * size)
     w = gguf.GGUFWriter(args.out, "llama")

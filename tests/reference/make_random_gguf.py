@@ -2,11 +2,11 @@
 """Convert a (random-weight) Hugging Face model folder to GGUF the way llama.cpp's
 convert_hf_to_gguf.py does, for Kev's loader tests.
 
-    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q5_0|Q4_0|Q4_1|Q4_K|Q6_K|Q4_K_M]
+    make_random_gguf.py --model DIR --out FILE.gguf [--type F32|F16|BF16|Q8_0|Q5_0|Q4_0|Q4_1|Q4_K|Q5_K|Q6_K|Q4_K_M|Q5_K_M]
 
-Q4_K_M mixes types the way llama.cpp's Q4_K_M files do (simplified): the embedding and,
-in even layers, attn_v and ffn_down are Q6_K, every other matrix Q4_K; a fused q | k | v
-then holds parts of two formats.
+Q4_K_M and Q5_K_M mix types the way llama.cpp's files of those names do (simplified): the
+embedding and, in even layers, attn_v and ffn_down are Q6_K, every other matrix Q4_K (Q5_K);
+a fused q | k | v then holds parts of two formats.
 
 As in llama.cpp: q_proj/k_proj rows of llama-architecture models are permuted for
 ggml's RoPE layout (qwen2/qwen3 are not); 1-D tensors (norms, biases) stay F32;
@@ -46,15 +46,17 @@ GEMMA_NAMES = {  # Gemma's post_attention_layernorm is the attention output's no
 }
 
 
-def quantize_q4_k(t):
-    """ggml's Q4_K blocks of a float32 [rows, cols] array (cols a multiple of 256), the
-    plain way: per 32 values scale (max - min) / 15 and offset min, their 6-bit factors
-    relative to the super-block's largest (d, dmin in fp16). The gguf package decodes
-    Q4_K but cannot make it; llama.cpp's quantizer searches harder, the format is the same."""
+def quantize_k4(t, bits):
+    """ggml's Q4_K (bits 4) or Q5_K (bits 5) blocks of a float32 [rows, cols] array (cols a
+    multiple of 256), the plain way: per 32 values scale (max - min) / (2^bits - 1) and
+    offset min, their 6-bit factors relative to the super-block's largest (d, dmin in
+    fp16). The gguf package decodes K-quants but cannot make them; llama.cpp's quantizer
+    searches harder, the format is the same."""
     rows, cols = t.shape
+    top = (1 << bits) - 1
     x = t.reshape(-1, 8, 32).astype(np.float32)                    # [super-blocks, 8, 32]
     lo = np.minimum(x.min(axis=2), 0.0)                            # offsets <= 0, as ggml
-    scale = (x.max(axis=2) - lo) / 15.0
+    scale = (x.max(axis=2) - lo) / top
     d = (scale.max(axis=1) / 63.0).astype(np.float16)
     dmin = (-lo.min(axis=1) / 63.0).astype(np.float16)
     df, dminf = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
@@ -62,14 +64,30 @@ def quantize_q4_k(t):
     m = np.where(dminf > 0, np.rint(-lo / np.where(dminf > 0, dminf, 1)), 0).clip(0, 63).astype(np.uint8)
     d1, m1 = df * sc, dminf * m                                    # what the decoder will use
     q = np.where(d1[..., None] > 0, np.rint((x + m1[..., None]) / np.where(d1 > 0, d1, 1)[..., None]), 0)
-    q = q.clip(0, 15).astype(np.uint8)                             # [n, 8, 32]
+    q = q.clip(0, top).astype(np.uint8)                            # [n, 8, 32]
     packed = np.zeros((x.shape[0], 12), dtype=np.uint8)            # ggml's 6-bit packing
     packed[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
     packed[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
     packed[:, 8:12] = (sc[:, 4:8] & 0x0F) | ((m[:, 4:8] & 0x0F) << 4)
-    qs = (q[:, 0::2, :] | (q[:, 1::2, :] << 4)).reshape(-1, 128)  # chunk c: blocks 2c (low), 2c+1 (high)
-    blocks = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), packed, qs], axis=1)
-    return blocks.reshape(rows, cols // 256 * 144)
+    low = q & 15
+    qs = (low[:, 0::2, :] | (low[:, 1::2, :] << 4)).reshape(-1, 128)  # chunk c: blocks 2c (low), 2c+1 (high)
+    head = [d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), packed]
+    if bits == 4:
+        blocks = np.concatenate(head + [qs], axis=1)
+    else:  # qh[l]: bit j holds the fifth bit of block j's column l
+        qh = np.zeros((x.shape[0], 32), dtype=np.uint8)
+        for j in range(8):
+            qh |= ((q[:, j, :] >> 4) & 1) << j
+        blocks = np.concatenate(head + [qh, qs], axis=1)
+    return blocks.reshape(rows, cols // 256 * (144 if bits == 4 else 176))
+
+
+def quantize_q4_k(t):
+    return quantize_k4(t, 4)
+
+
+def quantize_q5_k(t):
+    return quantize_k4(t, 5)
 
 
 def quantize_q6_k(t):
@@ -137,7 +155,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q4_K_M"])
+    ap.add_argument("--type", default="F32", choices=["F32", "F16", "BF16", "Q8_0", "Q5_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K",
+                                                "Q4_K_M", "Q5_K_M"])
     ap.add_argument("--tokenizer", help="folder with a byte-level BPE tokenizer.json (and tokenizer_config.json): "
                                         "written into the file as llama.cpp's 'gpt2' tokenizer, so text goes in")
     args = ap.parse_args()
@@ -217,9 +236,9 @@ def main():
     if args.tokenizer:
         add_tokenizer(w, args.tokenizer, arch, cfg["vocab_size"])
 
-    mix = args.type == "Q4_K_M"
+    mix = args.type.endswith("_M")
     for name, t in sorted(tensors.items()):
-        qtype = getattr(gguf.GGMLQuantizationType, "Q4_K" if mix else args.type)
+        qtype = getattr(gguf.GGMLQuantizationType, args.type[:4] if mix else args.type)
         if mix and (name == "model.embed_tokens.weight" or
                     ((name.endswith("v_proj.weight") or name.endswith("down_proj.weight")) and
                      int(name.split(".")[2]) % 2 == 0)):
@@ -244,12 +263,13 @@ def main():
             w.add_tensor(out, np.ascontiguousarray(t, dtype=np.float32))
         elif qtype == gguf.GGMLQuantizationType.F16:
             w.add_tensor(out, t.astype(np.float16))
-        elif qtype in (gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q6_K):
+        elif qtype in (gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q5_K, gguf.GGMLQuantizationType.Q6_K):
             if t.shape[-1] % 256:  # as llama.cpp: a row that is not whole super-blocks falls back
                 w.add_tensor(out, gguf.quants.quantize(t, gguf.GGMLQuantizationType.Q8_0),
                              raw_dtype=gguf.GGMLQuantizationType.Q8_0)
             else:
-                quantize = quantize_q4_k if qtype == gguf.GGMLQuantizationType.Q4_K else quantize_q6_k
+                quantize = {gguf.GGMLQuantizationType.Q4_K: quantize_q4_k, gguf.GGMLQuantizationType.Q5_K: quantize_q5_k,
+                            gguf.GGMLQuantizationType.Q6_K: quantize_q6_k}[qtype]
                 w.add_tensor(out, quantize(t), raw_dtype=qtype)
         else:
             w.add_tensor(out, gguf.quants.quantize(t, qtype), raw_dtype=qtype)

@@ -26,6 +26,12 @@
 //         the byte kernels multiply the file's own weights. 8.56 bits/weight (the file's
 //         6.56; the codes unpacked to bytes). Row layout only (its 16-column scales do
 //         not fit the int8 kernel's 32-column sums), any activations. CPU only.
+//   Q5_K  ggml's Q5_K super-blocks of 256 (fp16 d and dmin) over 8 blocks of 32 with 6-bit
+//         sc and m, as Q4_K; the 5-bit codes kept as bytes 0..31 (block = 32), each weight
+//         q * (d * sc) - dmin * m, the product exact in fp32 and the difference rounded
+//         once, as ggml decodes it. 8.625 bits/weight (the file's 5.5). The byte kernels
+//         (with the block's offset) for fp32 activations; with half activations the int8
+//         kernel multiplies the bytes as Q8_0's, with Q4_K's epilogue. CPU only.
 // Codes are packed two per byte in 32-element groups, ggml's way: byte j of a group
 // holds element j in its low nibble and element j + 16 in its high nibble, so GGUF
 // Q4_0/Q4_1 blocks are taken over byte for byte and one kernel reads all formats.
@@ -55,7 +61,7 @@
 
 namespace kev {
 
-enum class QuantFormat { NF4, Q4_0, Q4_1, Q4_K, Q8_0, Q6_K };
+enum class QuantFormat { NF4, Q4_0, Q4_1, Q4_K, Q8_0, Q6_K, Q5_K };
 const char* to_string(QuantFormat format);
 
 // QLoRA's NF4 code values (quantiles of N(0, 1) scaled to [-1, 1], with an exact 0).
@@ -78,6 +84,7 @@ struct QuantMatrix {
     // Q4_K: scales / mins hold d / dmin per 256 columns ([rows * cols / 256] fp16 bits) and
     // these the 6-bit sc / m per 32-column block ([rows * cols / 32]). Q6_K: scales hold d
     // per 256 columns and sub_scales the signed 8-bit sc (as its byte) per 16 columns.
+    // Q5_K: the four tables as Q4_K's.
     std::vector<std::uint8_t> sub_scales, sub_mins;
     std::array<float, 16> lut{};        // code -> value before scaling
     bool interleaved = false;           // the int8 kernel's layout (see above)
@@ -86,7 +93,12 @@ struct QuantMatrix {
     bool on_cuda() const { return cuda != nullptr; }
 
     std::int64_t blocks_per_row() const { return cols / block; }
-    bool byte_codes() const { return format == QuantFormat::Q8_0 || format == QuantFormat::Q6_K; }  // a byte per code
+    bool byte_codes() const {  // a byte per code
+        return format == QuantFormat::Q8_0 || format == QuantFormat::Q6_K || format == QuantFormat::Q5_K;
+    }
+    // Formats the int8 kernel cannot take (Q6_K's 16-column scales): they stay in the row
+    // layout whatever the activations.
+    bool row_layout_only() const { return format == QuantFormat::Q6_K; }
     std::int64_t bytes() const;  // codes + scales + mins
 };
 
@@ -96,11 +108,12 @@ struct QuantMatrix {
 // InvalidArgument otherwise.
 QuantMatrix quantize_nf4(const at::Tensor& weight);
 
-// Takes GGUF Q4_0, Q4_1, Q8_0, Q4_K or Q6_K blocks over as they are: `data` holds rows *
-// cols / 32 ggml blocks (18, 20 or 34 bytes each; Q4_K and Q6_K: rows * cols / 256 blocks
-// of 144 or 210 bytes, cols a multiple of 256), `nbytes` how many bytes are readable there
-// (checked). Q4_K's codes are reordered into the layout above (the same values), Q6_K's
-// become signed bytes q - 32 in column order; their scales are kept as they are.
+// Takes GGUF Q4_0, Q4_1, Q8_0, Q4_K, Q5_K or Q6_K blocks over as they are: `data` holds
+// rows * cols / 32 ggml blocks (18, 20 or 34 bytes each; K-quants: rows * cols / 256
+// blocks of 144, 176 or 210 bytes, cols a multiple of 256), `nbytes` how many bytes are
+// readable there (checked). Q4_K's codes are reordered into the layout above (the same
+// values), Q5_K's become bytes 0..31 and Q6_K's signed bytes q - 32, in column order;
+// their scales are kept as they are.
 // Row r of the result is source row row_order[r] (identity when empty): the loader's
 // way of undoing llama.cpp's q/k row permutation without touching the codes.
 QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows,

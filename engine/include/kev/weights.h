@@ -103,8 +103,9 @@ struct WeightMemory {
     std::int64_t q4_k = 0;
     std::int64_t q8_0 = 0;          // kept GGUF Q8_0 blocks (a byte per weight)
     std::int64_t q6_k = 0;          // kept GGUF Q6_K blocks (a byte per weight, a scale per 16)
+    std::int64_t q5_k = 0;          // kept GGUF Q5_K blocks (a byte per weight, Q4_K's scales)
     std::int64_t int8_kernel = 0;   // of the 4-bit bytes, those the int8 kernel multiplies (int8 activations)
-    std::int64_t quantized() const { return nf4 + q4_0 + q4_1 + q4_k + q8_0 + q6_k; }
+    std::int64_t quantized() const { return nf4 + q4_0 + q4_1 + q4_k + q8_0 + q6_k + q5_k; }
     std::int64_t total() const { return dense + quantized(); }
 };
 

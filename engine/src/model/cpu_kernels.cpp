@@ -223,12 +223,13 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
                                                 : to_string(quant_kernel())},
         {"4-bit prompt", quant_int8_available() ? quant_int8_prompt_kernel() : to_string(quant_kernel())},
         {"4-bit, fp32 activations", to_string(quant_kernel())},
-        {"Q4_K kept blocks", std::string(quant_int8_available() ? to_string(q8 == Int8Kernel::Amx ? Int8Kernel::Vnni : q8)
-                                                                 : to_string(quant_kernel())) +
-                                 " (half activations); " + to_string(quant_kernel()) + " row kernels (fp32 activations)"},
         {"Q8_0 kept blocks", std::string(quant_int8_available() ? to_string(q8 == Int8Kernel::Amx ? Int8Kernel::Vnni : q8)
                                                                  : to_string(quant_kernel())) +
                                  " (half activations); " + to_string(quant_kernel()) + " byte kernels (fp32 activations)"},
+        {"Q4_K, Q5_K kept blocks", std::string(quant_int8_available() ? to_string(q8 == Int8Kernel::Amx ? Int8Kernel::Vnni : q8)
+                                                                       : to_string(quant_kernel())) +
+                                       " (half activations); " + to_string(quant_kernel()) +
+                                       " row / byte kernels (fp32 activations)"},
         {"Q6_K kept blocks", std::string(to_string(quant_kernel())) + " byte kernels (any activations, read as fp32)"},
         {"attention (prompt)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},
         {"attention (decode)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},

@@ -16,7 +16,8 @@
 // Q8_0's byte codes (value + 128, offset 128) skip the expansion: a slice is 8 lines
 // read as they are, llama.cpp's Q8_0 x Q8_0 with the same exact sums. Q4_K's codes are
 // nibbles like Q4_1's; its block scales d * sc and mins -(dmin * m) are formed from the
-// two levels in the epilogue (exact in fp32), 16 rows at a time.
+// two levels in the epilogue (exact in fp32), 16 rows at a time. Q5_K's codes are bytes
+// (0..31, plus 128) read as Q8_0's, with Q4_K's two-level epilogue.
 //
 // Prefill (32 rows or more) on CPUs with AMX-INT8 takes the sums from the tile unit, 16
 // activation rows at a time, and scales them with the same epilogue (scale_slice).
@@ -67,9 +68,11 @@ struct CodeBytes {
 // How codes are held in the interleaved layout: nibbles that are the values (Q4_0/Q4_1,
 // through the offset; Q4_K, whose block scales and mins are two-level), nibbles that
 // index NF4's byte table, or whole bytes (Q8_0: the signed value plus 128, so a
-// 32-column slice of 16 rows is 512 bytes, 8 lines).
-enum CodeKind { kNibbles, kNibblesK, kNf4Codes, kBytes };
-constexpr std::int64_t slice_bytes(int kind) { return kind == kBytes ? 512 : 256; }
+// 32-column slice of 16 rows is 512 bytes, 8 lines; Q5_K the same with two-level scales).
+enum CodeKind { kNibbles, kNibblesK, kNf4Codes, kBytes, kBytesK };
+constexpr bool byte_kind(int kind) { return kind == kBytes || kind == kBytesK; }
+constexpr bool two_level_kind(int kind) { return kind == kNibblesK || kind == kBytesK; }
+constexpr std::int64_t slice_bytes(int kind) { return byte_kind(kind) ? 512 : 256; }
 
 CodeBytes code_bytes(const QuantMatrix& w) {
     CodeBytes c{};
@@ -172,7 +175,7 @@ KEV_VNNI inline void store16(const Out& y, std::int64_t row, std::int64_t col, _
 // for NF4; for byte codes, lines 2c and 2c + 1 as they are.
 template <int kKind>
 KEV_VNNI inline void expand_line(const std::uint8_t* slice, int c, __m512i table, __m512i& lo, __m512i& hi) {
-    if constexpr (kKind == kBytes) {
+    if constexpr (byte_kind(kKind)) {
         lo = _mm512_loadu_si512(slice + 128 * c);
         hi = _mm512_loadu_si512(slice + 128 * c + 64);
         return;
@@ -260,7 +263,7 @@ KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& 
                     s[m] = dpbusd_bcast(s[m], hi, xm + 1);
                 }
             }
-            scale_slice<MB, kMins, kKind == kNibblesK>(w, a, s, R, g, s0, acc);
+            scale_slice<MB, kMins, two_level_kind(kKind)>(w, a, s, R, g, s0, acc);
         }
         for (int m = 0; m < MB; ++m) store16(y, m0 + m, R * 16, acc[m]);
     }
@@ -336,7 +339,7 @@ template <int MB, int kKind, bool kMins>
 KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, const Out& y,
                            std::int64_t R0, std::int64_t R1) {
     const std::int64_t K = w.cols, G = K / 32;
-    constexpr bool kSigned = kKind == kNf4Codes || kKind == kBytes;  // codes enter signed (NF4's table, Q8_0's bytes)
+    constexpr bool kSigned = kKind == kNf4Codes || byte_kind(kKind);  // codes enter signed (NF4's table, bytes)
     constexpr std::int64_t SB = slice_bytes(kKind);
     const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), bias128 = _mm256_set1_epi8(-128);
     alignas(32) std::int8_t signed_table[32];
@@ -357,7 +360,7 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                 for (int m = 0; m < MB; ++m) s[m] = _mm256_set1_epi32(kSigned ? 0 : a.init[s0 + m * G + g]);
                 for (int c = 0; c < 4; ++c) {
                     __m256i lo, hi;
-                    if constexpr (kKind == kBytes) {  // the signed byte: stored value - 128
+                    if constexpr (byte_kind(kKind)) {  // the signed byte: stored value - 128
                         lo = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c)), bias128);
                         hi = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c + 64)),
                                               bias128);
@@ -391,7 +394,7 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                 }
                 const std::int64_t sc = (R * w.blocks_per_row() + (w.block == 64 ? g >> 1 : g)) * 16 + 8 * h;
                 __m256 d, mn = _mm256_setzero_ps();
-                if constexpr (kKind == kNibblesK) {
+                if constexpr (two_level_kind(kKind)) {
                     const TwoLevel t = two_level(w, R, g, 8 * h);
                     d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.d))),
                                       _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.sc)))));
@@ -465,7 +468,7 @@ void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a,
                     }
                     const float t = static_cast<float>(sum) * a.dxu[slice];
                     float d, mn;
-                    if (!w.sub_scales.empty()) {  // Q4_K: d * sc, -(dmin * m)
+                    if (!w.sub_scales.empty()) {  // Q4_K, Q5_K: d * sc, -(dmin * m)
                         const TwoLevel k = two_level(w, R, g, r);
                         d = fp16_to_float(*k.d) * static_cast<float>(*k.sc);
                         mn = -(fp16_to_float(*k.dmin) * static_cast<float>(*k.m));
@@ -636,7 +639,7 @@ const char* to_string(Int8Kernel kernel) {
 QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations) {
     const bool half = activations == at::kBFloat16 || activations == at::kHalf;
     if (!half || q.interleaved || !quant_int8_available() || q.rows % 16 != 0 ||
-        q.cols % 32 != 0 || q.block % 32 != 0)  // Q6_K's 16-column blocks stay in the row layout
+        q.cols % 32 != 0 || q.row_layout_only())
         return q;
     return interleave_rows16(q);
 }
@@ -673,7 +676,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
         else quantize_slices_scalar(x.data_ptr<float>(), i0, i1, cb, a);
     });
     const bool nf4 = w.format == QuantFormat::NF4, bytes = w.byte_codes(), mins = !w.mins.empty();
-    const bool q4k = w.format == QuantFormat::Q4_K;
+    const bool q4k = w.format == QuantFormat::Q4_K, q5k = w.format == QuantFormat::Q5_K;
     // AMX takes whole passes of 16 rows; VNNI passes of 8 take the rest.
     const std::int64_t amx_rows = kernel == Int8Kernel::Amx && M >= kAmxMinRows ? M / 16 * 16 : 0;
     const std::int64_t per_pass = avx2 ? kRowsPerPassAvx2 : kRowsPerPass;
@@ -684,6 +687,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
                     constexpr int MB = decltype(mb)::value;
                     if (nf4) groups_avx2<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
                     else if (q4k) groups_avx2<MB, kNibblesK, true>(w, cb, a, m0, yp, R0, R1);
+                    else if (q5k) groups_avx2<MB, kBytesK, true>(w, cb, a, m0, yp, R0, R1);
                     else if (bytes) groups_avx2<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
                     else if (mins) groups_avx2<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
                     else groups_avx2<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);
@@ -694,6 +698,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
                 constexpr int MB = decltype(mb)::value;
                 if (nf4) groups<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
                 else if (q4k) groups<MB, kNibblesK, true>(w, cb, a, m0, yp, R0, R1);
+                else if (q5k) groups<MB, kBytesK, true>(w, cb, a, m0, yp, R0, R1);
                 else if (bytes) groups<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
                 else if (mins) groups<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
                 else groups<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);
@@ -714,7 +719,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
                 else if (bytes) amx_expand<kBytes>(w, cb, R, Rn, bx.data());
                 else amx_expand<kNibbles>(w, cb, R, Rn, bx.data());
                 for (std::int64_t m0 = 0; m0 < amx_rows; m0 += 16) {
-                    if (q4k) groups_amx<true, true>(w, a, m0, yp, R, Rn, bx.data());
+                    if (q4k || q5k) groups_amx<true, true>(w, a, m0, yp, R, Rn, bx.data());
                     else if (mins) groups_amx<true, false>(w, a, m0, yp, R, Rn, bx.data());
                     else groups_amx<false, false>(w, a, m0, yp, R, Rn, bx.data());
                 }

@@ -1,5 +1,6 @@
 // The byte kernels (model/linear_q8.h): Q8_0 matrices kept as the file has them, a signed
-// byte per weight and an fp16 scale d per 32. Decoding streams every weight once, so the
+// byte per weight and an fp16 scale d per 32; Q6_K's signed bytes with a two-level scale
+// per 16 and Q5_K's bytes 0..31 with Q4_K's two-level scale and offset per 32 (kev/quant.h). Decoding streams every weight once, so the
 // codes are read once per call and widened in registers, never to memory:
 //
 //   for each output row o (split across threads):
@@ -21,6 +22,7 @@
 #include "model/linear_q8.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -43,7 +45,9 @@ const std::int8_t* row_codes(const QuantMatrix& w, std::int64_t o) {
     return reinterpret_cast<const std::int8_t*>(w.codes.data()) + o * w.cols;
 }
 
-template <int MB>
+// kMin: the format has block offsets (Q5_K: w = q * scale + offset, the product exact and
+// the sum rounded once, as ggml decodes it); without them w = q * scale as before.
+template <int MB, bool kMin>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void rows_avx512(const QuantMatrix& w, const float* x,
                                                                        std::int64_t ldx, float* y, std::int64_t ldy,
                                                                        std::int64_t o0, std::int64_t o1) {
@@ -54,9 +58,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void rows_avx512(const Quan
         const std::int8_t* c = row_codes(w, o);
         for (std::int64_t b = 0; b < bpr; ++b) {
             const __m512 d = _mm512_set1_ps(block_scale(w, o * bpr + b));
+            const __m512 off = _mm512_set1_ps(kMin ? block_offset(w, o * bpr + b) : 0.0f);
             for (std::int64_t i = b * B; i < (b + 1) * B; i += 16) {
                 const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + i)));
-                const __m512 wv = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+                const __m512 wv = kMin ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), d, off) : _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
                 for (int m = 0; m < MB; ++m) acc[m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + m * ldx + i), acc[m]);
             }
         }
@@ -64,7 +69,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void rows_avx512(const Quan
     }
 }
 
-template <int MB>
+template <int MB, bool kMin>
 __attribute__((target("avx2,fma"))) void rows_avx2(const QuantMatrix& w, const float* x, std::int64_t ldx, float* y,
                                                    std::int64_t ldy, std::int64_t o0, std::int64_t o1) {
     const std::int64_t bpr = w.blocks_per_row(), B = w.block;
@@ -74,9 +79,10 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const QuantMatrix& w, const f
         const std::int8_t* c = row_codes(w, o);
         for (std::int64_t b = 0; b < bpr; ++b) {
             const __m256 d = _mm256_set1_ps(block_scale(w, o * bpr + b));
+            const __m256 off = _mm256_set1_ps(kMin ? block_offset(w, o * bpr + b) : 0.0f);
             for (std::int64_t i = b * B; i < (b + 1) * B; i += 8) {
                 const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + i)));
-                const __m256 wv = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+                const __m256 wv = kMin ? _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), d, off) : _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
                 for (int m = 0; m < MB; ++m) acc[m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + m * ldx + i), acc[m]);
             }
         }
@@ -97,11 +103,15 @@ void rows_scalar(const QuantMatrix& w, const float* x, std::int64_t ldx, std::in
         std::fill_n(acc, M, 0.0f);
         const std::int8_t* c = row_codes(w, o);
         for (std::int64_t b = 0; b < bpr; ++b) {
-            const float d = block_scale(w, o * bpr + b);
+            const float d = block_scale(w, o * bpr + b), off = block_offset(w, o * bpr + b);
+            const bool has_min = !w.mins.empty();
             for (std::int64_t m = 0; m < M; ++m) {
                 const float* xm = x + m * ldx + b * B;
                 float s = 0.0f;
-                for (std::int64_t j = 0; j < B; ++j) s += static_cast<float>(c[b * B + j]) * d * xm[j];
+                for (std::int64_t j = 0; j < B; ++j) {
+                    const float q = static_cast<float>(c[b * B + j]);
+                    s += (has_min ? std::fma(q, d, off) : q * d) * xm[j];
+                }
                 acc[m] += s;
             }
         }
@@ -126,16 +136,21 @@ at::Tensor byte_gemv(const at::Tensor& x_in, const QuantMatrix& w, const at::Ten
     float* yp = y.data_ptr<float>();
     // Enough output rows per task that a thread streams a few hundred KB of codes.
     const std::int64_t grain = std::max<std::int64_t>(8, (1 << 18) / (I + 1));
+    const bool has_min = !w.mins.empty();
     at::parallel_for(0, O, grain, [&](std::int64_t o0, std::int64_t o1) {
         switch (kernel) {
             case QuantKernel::Scalar: return rows_scalar(w, xp, I, M, yp, O, o0, o1);
             case QuantKernel::Avx512:
-                return with_rows<kQuantGemvMaxRows>(
-                    M, [&](auto mb) { rows_avx512<decltype(mb)::value>(w, xp, I, yp, O, o0, o1); });
+                return with_rows<kQuantGemvMaxRows>(M, [&](auto mb) {
+                    if (has_min) rows_avx512<decltype(mb)::value, true>(w, xp, I, yp, O, o0, o1);
+                    else rows_avx512<decltype(mb)::value, false>(w, xp, I, yp, O, o0, o1);
+                });
             case QuantKernel::Avx2:
                 for (std::int64_t m = 0; m < M; m += 8) {
-                    with_rows<8>(std::min<std::int64_t>(8, M - m),
-                                 [&](auto mb) { rows_avx2<decltype(mb)::value>(w, xp + m * I, I, yp + m * O, O, o0, o1); });
+                    with_rows<8>(std::min<std::int64_t>(8, M - m), [&](auto mb) {
+                        if (has_min) rows_avx2<decltype(mb)::value, true>(w, xp + m * I, I, yp + m * O, O, o0, o1);
+                        else rows_avx2<decltype(mb)::value, false>(w, xp + m * I, I, yp + m * O, O, o0, o1);
+                    });
                 }
                 return;
         }

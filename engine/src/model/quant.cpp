@@ -36,7 +36,7 @@ std::array<float, 16> lut_of(QuantFormat f) {
             case QuantFormat::Q4_0: lut[i] = static_cast<float>(i - 8); break;
             case QuantFormat::Q4_1:
             case QuantFormat::Q4_K: lut[i] = static_cast<float>(i); break;
-            case QuantFormat::Q8_0: case QuantFormat::Q6_K: break;  // byte codes: the code is the value
+            case QuantFormat::Q8_0: case QuantFormat::Q6_K: case QuantFormat::Q5_K: break;  // byte codes: the code is the value
         }
     }
     return lut;
@@ -63,6 +63,7 @@ const char* to_string(QuantFormat format) {
         case QuantFormat::Q4_K: return "q4_k";
         case QuantFormat::Q8_0: return "q8_0";
         case QuantFormat::Q6_K: return "q6_k";
+        case QuantFormat::Q5_K: return "q5_k";
     }
     return "?";
 }
@@ -147,29 +148,37 @@ QuantMatrix checked_blocks(const char* what, QuantFormat format, std::int64_t ro
     return q;
 }
 
+// The tables of a Q4_K / Q5_K matrix sized, and super-block s's filled from its header
+// blk: fp16 d and dmin, then 12 bytes of eight 6-bit (sc, m) pairs (ggml's get_scale_min_k4).
+void size_k4_tables(QuantMatrix& q, std::int64_t superblocks) {
+    q.scales.resize(static_cast<std::size_t>(superblocks));
+    q.mins.resize(q.scales.size());
+    q.sub_scales.resize(static_cast<std::size_t>(superblocks * 8));
+    q.sub_mins.resize(q.sub_scales.size());
+}
+void read_k4_header(QuantMatrix& q, std::int64_t s, const std::uint8_t* blk) {
+    q.scales[s] = load_u16(blk);
+    q.mins[s] = load_u16(blk + 2);
+    const std::uint8_t* sc = blk + 4;
+    for (int j = 0; j < 8; ++j) {
+        const std::uint8_t d = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4);
+        const std::uint8_t m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        q.sub_scales[s * 8 + j] = d;
+        q.sub_mins[s * 8 + j] = m;
+    }
+}
+
 QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
                           const std::vector<std::int64_t>& row_order) {
     QuantMatrix q = checked_blocks("Q4_K", QuantFormat::Q4_K, rows, cols, 256, kQ4KBlockBytes, nbytes, row_order);
     const std::int64_t spr = cols / 256;  // super-blocks per row
     q.codes.resize(static_cast<std::size_t>(rows * cols / 2));
-    q.scales.resize(static_cast<std::size_t>(rows * spr));
-    q.mins.resize(q.scales.size());
-    q.sub_scales.resize(static_cast<std::size_t>(rows * spr * 8));
-    q.sub_mins.resize(q.sub_scales.size());
+    size_k4_tables(q, rows * spr);
     for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t src_row = row_order.empty() ? r : row_order[r];
         const std::uint8_t* blk = data + src_row * spr * kQ4KBlockBytes;
         for (std::int64_t sb = 0; sb < spr; ++sb, blk += kQ4KBlockBytes) {
-            const std::int64_t s = r * spr + sb;
-            q.scales[s] = load_u16(blk);
-            q.mins[s] = load_u16(blk + 2);
-            const std::uint8_t* sc = blk + 4;
-            for (int j = 0; j < 8; ++j) {  // ggml's get_scale_min_k4
-                const std::uint8_t d = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4);
-                const std::uint8_t m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-                q.sub_scales[s * 8 + j] = d;
-                q.sub_mins[s * 8 + j] = m;
-            }
+            read_k4_header(q, r * spr + sb, blk);
             const std::uint8_t* qs = blk + 16;
             std::uint8_t* out = q.codes.data() + (r * cols + sb * 256) / 2;
             for (int j = 0; j < 8; ++j) {  // block j: chunk j / 2, low nibbles for even j
@@ -178,6 +187,36 @@ QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::i
                 for (int t = 0; t < 16; ++t) {
                     const int lo = (src[t] >> shift) & 0x0f, hi = (src[t + 16] >> shift) & 0x0f;
                     out[j * 16 + t] = static_cast<std::uint8_t>(lo | hi << 4);
+                }
+            }
+        }
+    }
+    return q;
+}
+
+// ggml's Q5_K: Q4_K's 16-byte header, 32 bytes qh, 128 bytes of nibbles. Per 64 columns c:
+// column 64c + l has the low nibble of qs[32c + l] and bit 2c of qh[l], column 64c + 32 + l
+// the high nibble and bit 2c + 1. The codes become bytes 0..31 in column order.
+constexpr std::int64_t kQ5KBlockBytes = 176;
+
+QuantMatrix q5k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
+                          const std::vector<std::int64_t>& row_order) {
+    QuantMatrix q = checked_blocks("Q5_K", QuantFormat::Q5_K, rows, cols, 256, kQ5KBlockBytes, nbytes, row_order);
+    const std::int64_t spr = cols / 256;
+    q.codes.resize(static_cast<std::size_t>(rows * cols));
+    size_k4_tables(q, rows * spr);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t src_row = row_order.empty() ? r : row_order[r];
+        const std::uint8_t* blk = data + src_row * spr * kQ5KBlockBytes;
+        for (std::int64_t sb = 0; sb < spr; ++sb, blk += kQ5KBlockBytes) {
+            read_k4_header(q, r * spr + sb, blk);
+            const std::uint8_t *qh = blk + 16, *qs = blk + 48;
+            std::uint8_t* out = q.codes.data() + r * cols + sb * 256;
+            for (int c = 0; c < 4; ++c) {
+                for (int l = 0; l < 32; ++l) {
+                    const std::uint8_t b = qs[32 * c + l];
+                    out[64 * c + l] = static_cast<std::uint8_t>((b & 0x0f) | ((qh[l] >> (2 * c)) & 1) << 4);
+                    out[64 * c + 32 + l] = static_cast<std::uint8_t>((b >> 4) | ((qh[l] >> (2 * c + 1)) & 1) << 4);
                 }
             }
         }
@@ -230,6 +269,7 @@ QuantMatrix quant_from_ggml(QuantFormat format, const std::uint8_t* data, std::u
     if (format == QuantFormat::NF4) throw Error(ErrorCode::InvalidArgument, "quant_from_ggml: NF4 is not a ggml format");
     if (format == QuantFormat::Q4_K) return q4k_from_ggml(data, nbytes, rows, cols, row_order);
     if (format == QuantFormat::Q6_K) return q6k_from_ggml(data, nbytes, rows, cols, row_order);
+    if (format == QuantFormat::Q5_K) return q5k_from_ggml(data, nbytes, rows, cols, row_order);
     // Q4_0 [d][16 bytes of nibbles], Q4_1 [d][m][16 bytes], Q8_0 [d][32 signed bytes].
     const bool has_min = format == QuantFormat::Q4_1, bytes8 = format == QuantFormat::Q8_0;
     const std::int64_t head = has_min ? 4 : 2, code_bytes = bytes8 ? 32 : 16, block_bytes = head + code_bytes;
@@ -411,9 +451,9 @@ QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
         throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
-    if (q.block % 32 != 0)  // Q6_K: a scale per 16 columns, the int8 kernel sums 32
-        throw Error(ErrorCode::InvalidArgument, std::string("interleave_rows16: ") + to_string(q.format) +
-                                                    " blocks are narrower than the int8 kernel's 32-column sums");
+    if (q.row_layout_only())  // Q6_K: a scale per 16 columns; Q5_K: byte codes with offsets
+        throw Error(ErrorCode::InvalidArgument,
+                    std::string("interleave_rows16: the int8 kernel takes no ") + to_string(q.format) + " blocks");
     QuantMatrix out;  // the metadata of q; every byte below is written once
     out.format = q.format;
     out.rows = q.rows;
@@ -475,9 +515,10 @@ at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t
             for (std::int64_t b = 0; b < bpr; ++b) {
                 const auto [d, m] = scale_offset(q, row, b);
                 float* yb = y + r * q.cols + b * q.block;
-                if (q.byte_codes()) {  // ggml: x = q * d
+                if (q.byte_codes()) {  // ggml: x = q * d (Q5_K: minus dmin * m; the product is exact)
                     for (std::int64_t j = 0; j < q.block; ++j)
-                        yb[j] = static_cast<float>(code_at(q, row, b * q.block + j)) * d;
+                        yb[j] = m == 0.0f ? static_cast<float>(code_at(q, row, b * q.block + j)) * d
+                                          : static_cast<float>(code_at(q, row, b * q.block + j)) * d + m;
                     continue;
                 }
                 if (q.interleaved) {

@@ -5,6 +5,7 @@
 // lut[q] * scale + offset is ggml's d1 * q - m1 to the last bit. Q6_K keeps fp16 d per
 // 256 columns and a signed 8-bit sc per 16-column block: its scale d * sc is exact too
 // (11 + 7 bits), and so is a weight q * d * sc (|q| <= 32: 5 more bits, or a power of 2).
+// Q5_K keeps Q4_K's tables; its weight q * scale + offset (q <= 31) rounds once.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,8 @@ inline float block_scale(const QuantMatrix& q, std::int64_t s) {
 inline float block_offset(const QuantMatrix& q, std::int64_t s) {
     if (q.mins.empty()) return 0.0f;
     if (q.sub_mins.empty()) return fp16_to_float(q.mins[static_cast<std::size_t>(s)]);
-    return -(fp16_to_float(q.mins[static_cast<std::size_t>(s >> 3)]) * static_cast<float>(q.sub_mins[static_cast<std::size_t>(s)]));
+    return -(fp16_to_float(q.mins[static_cast<std::size_t>(s >> super_shift(q))]) *
+             static_cast<float>(q.sub_mins[static_cast<std::size_t>(s)]));
 }
 
 }  // namespace kev

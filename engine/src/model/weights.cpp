@@ -54,31 +54,33 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
     if (!fs::exists(path)) throw Error(ErrorCode::Io, path + ": no such file or folder");
     if (!fs::is_directory(path)) {
         const auto gguf = GgufFile::open(path);
-        std::int64_t q4 = 0, q4k = 0, q6k = 0, q8 = 0, q5 = 0, linear = 0;
+        std::int64_t q4 = 0, q4k = 0, q5k = 0, q6k = 0, q8 = 0, q5 = 0, linear = 0;
         for (const auto& t : gguf->tensors()) {
             if (t.name.find("_norm") != std::string::npos || t.name.find("token_embd") != std::string::npos) continue;
             if (t.dims.size() != 2) continue;
             ++linear;
             if (t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1) ++q4;
             if (t.type == GgmlType::Q4_K) ++q4k;
+            if (t.type == GgmlType::Q5_K) ++q5k;
             if (t.type == GgmlType::Q6_K) ++q6k;
             if (t.type == GgmlType::Q8_0) ++q8;
             if (t.type == GgmlType::Q5_0) ++q5;
         }
         const std::string int8 = quant_int8_available() ? to_string(quant_int8_kernel()) : to_string(quant_kernel());
-        if (q4 > 0 && q4k + q6k + q8 + q5 == 0)
+        if (q4 > 0 && q4k + q5k + q6k + q8 + q5 == 0)
             return {"4bit", std::to_string(q4) + " of " + std::to_string(linear) +
                                 " weight matrices are Q4_0/Q4_1 blocks: kept as they are, multiplied by the " +
                                 int8 + " kernel"};
-        const std::int64_t kept = q4 + q4k + q6k + q8 + q5;
+        const std::int64_t kept = q4 + q4k + q5k + q6k + q8 + q5;
         if (kept > 0) {
             std::vector<std::string> kinds;  // those the int8 kernel multiplies with half activations
             if (q4 > 0) kinds.push_back("Q4_0/Q4_1");
             if (q4k > 0) kinds.push_back("Q4_K");
+            if (q5k > 0) kinds.push_back("Q5_K");
             if (q8 > 0) kinds.push_back("Q8_0");
             if (q5 > 0) kinds.push_back("Q5_0 exactly as 8-bit codes");
             std::string why = std::to_string(kept) + " of " + std::to_string(linear) +
-                              " weight matrices are Q4_0/Q4_1/Q4_K/Q6_K/Q8_0/Q5_0 blocks: kept as they are (";
+                              " weight matrices are Q4_0/Q4_1/Q4_K/Q5_K/Q6_K/Q8_0/Q5_0 blocks: kept as they are (";
             for (std::size_t i = 0; i < kinds.size(); ++i) why += (i ? ", " : "") + kinds[i];
             if (!kinds.empty()) why += " by the " + int8 + " kernel";
             if (q6k > 0)
@@ -226,6 +228,7 @@ WeightMemory ModelWeights::memory() const {
                 case QuantFormat::Q4_K: m.q4_k += b; break;
                 case QuantFormat::Q8_0: m.q8_0 += b; break;
                 case QuantFormat::Q6_K: m.q6_k += b; break;
+                case QuantFormat::Q5_K: m.q5_k += b; break;
             }
             if (q->interleaved) m.int8_kernel += b;
         }
@@ -590,7 +593,7 @@ private:
     }
 
     // The format GGUF blocks of `type` are kept in (Q5_0 as Q8_0-format byte codes, the
-    // same values), or NF4 where Kev keeps no such blocks here (Q4_K, Q6_K, Q8_0 and Q5_0
+    // same values), or NF4 where Kev keeps no such blocks here (K-quants, Q8_0 and Q5_0
     // on CUDA, where Kev has no kernel for them; K-quant rows not whole super-blocks).
     QuantFormat kept_format(GgmlType type, std::int64_t cols) const {
         const bool cpu = !opts_.device().is_cuda();
@@ -599,12 +602,13 @@ private:
             case GgmlType::Q4_1: return QuantFormat::Q4_1;
             case GgmlType::Q4_K: return cpu && cols % 256 == 0 ? QuantFormat::Q4_K : QuantFormat::NF4;
             case GgmlType::Q6_K: return cpu && cols % 256 == 0 ? QuantFormat::Q6_K : QuantFormat::NF4;
+            case GgmlType::Q5_K: return cpu && cols % 256 == 0 ? QuantFormat::Q5_K : QuantFormat::NF4;
             case GgmlType::Q8_0: case GgmlType::Q5_0: return cpu ? QuantFormat::Q8_0 : QuantFormat::NF4;
             default: return QuantFormat::NF4;
         }
     }
 
-    // GGUF Q4_0/Q4_1/Q4_K/Q6_K/Q8_0 blocks of `parts` taken over as they are (Q5_0 exactly,
+    // GGUF Q4_0/Q4_1/Q4_K/Q5_K/Q6_K/Q8_0 blocks of `parts` taken over as they are (Q5_0 exactly,
     // as byte codes): one matrix per run of parts kept in the same format (a fused q | k |
     // v of Q4_K and Q6_K parts is two), or none when the mode or the file does not allow it
     // (a part Kev keeps no blocks of here; kept_format). `count` marks the tensors read.
