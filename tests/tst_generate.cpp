@@ -60,8 +60,8 @@ std::unique_ptr<kev::Model> loadTiny(const QString& preset, kev::DType dtype = k
 // activations, the byte kernels); q5_0 and q5_0 fp32 the same for a Q5_0 GGUF (its blocks
 // taken over as Q8_0-format byte codes); q6_k fp32 for a Q6_K GGUF of the preset made 256
 // wide (the byte kernels), q4_k_m for one of Q4_K and Q6_K matrices (make_random_gguf.py's
-// mix: fused q | k | v of two formats; the int8 kernel and the byte kernels in one forward),
-// q5_k_m the same with Q5_K for Q4_K (byte kernels with offsets).
+// mix: fused q | k | v of two formats, both through the int8 kernel with bf16
+// activations), q5_k_m the same with Q5_K for Q4_K.
 std::unique_ptr<kev::Model> loadTinyAs(const QString& preset, const QString& precision) {
     const QString type = precision.section(' ', 0, 0);
     if (type == "q8_0" || type == "q5_0" || type == "q6_k" || type == "q4_k_m" || type == "q5_k_m")
@@ -249,6 +249,7 @@ private Q_SLOTS:
             QTest::addRow("%s 4bit", preset) << "4bit" << QString(preset);
         }
         QTest::addRow("tiny-qwen3 q8_0") << "q8_0" << QString("tiny-qwen3");
+        QTest::addRow("tiny-qwen3 q4_k_m") << "q4_k_m" << QString("tiny-qwen3");  // Q4_K and Q6_K, int8 kernel
     }
     void theForwardIsTheSameBitsOnEveryFamily() {
         QFETCH(QString, precision);

@@ -186,7 +186,7 @@ private Q_SLOTS:
             names << QString::fromStdString(path);
         }
         for (const char* p : {"bf16 linear", "fp32 linear", "4-bit decode", "4-bit prompt", "attention (decode)",
-                              "4-bit on CUDA", "Q4_K, Q5_K kept blocks", "Q8_0 kept blocks", "Q6_K kept blocks"})
+                              "4-bit on CUDA", "K-quant kept blocks", "Q8_0 kept blocks"})
             QVERIFY2(names.contains(p), p);
         // The CUDA kernels are named as built where nvcc was found at configure time.
         for (const auto& [path, kernel] : paths)
@@ -194,8 +194,8 @@ private Q_SLOTS:
                 QCOMPARE(QString::fromStdString(kernel).startsWith("kev fused kernels"), kev::quant_cuda_kernels_built());
         kev::set_isa_limit(kev::Isa::Scalar);
         for (const auto& [path, kernel] : kev::kernel_paths())
-            if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode" || path == "Q4_K, Q5_K kept blocks" ||
-                path == "Q8_0 kept blocks" || path == "Q6_K kept blocks")
+            if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode" || path == "K-quant kept blocks" ||
+                path == "Q8_0 kept blocks")
                 QVERIFY2(QString::fromStdString(kernel).contains("scalar"), qPrintable(QString::fromStdString(path + ": " + kernel)));
     }
 

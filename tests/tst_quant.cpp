@@ -119,6 +119,20 @@ kev::QuantMatrix expectKeptDecoding(kev::QuantFormat f, kev::GgmlType t, const K
     return q;
 }
 
+// g (rows in groups of 16) in the int8 kernel's layout holds the same values, turns back
+// byte for byte, and is what prepare_quant makes for half activations where the kernel runs.
+void expectInt8LayoutRoundTrip(const kev::QuantMatrix& g) {
+    const kev::QuantMatrix gi = kev::interleave_rows16(g);
+    QVERIFY(gi.interleaved);
+    QCOMPARE(gi.bytes(), g.bytes());
+    QVERIFY(at::equal(kev::dequantize(gi, at::kFloat), kev::dequantize(g, at::kFloat)));
+    QVERIFY(at::equal(kev::dequantize(gi, 19, 70, at::kFloat), kev::dequantize(g, 19, 70, at::kFloat)));
+    const kev::QuantMatrix back = kev::row_layout(gi);
+    QVERIFY(back.codes == g.codes && back.scales == g.scales && back.mins == g.mins);
+    QVERIFY(back.sub_scales == g.sub_scales && back.sub_mins == g.sub_mins);
+    QCOMPARE(kev::prepare_quant(g, at::kBFloat16).interleaved, kev::quant_int8_available());
+}
+
 kev::QuantMatrix randomMatrix(kev::QuantFormat f, std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
     if (f == kev::QuantFormat::Q4_K || f == kev::QuantFormat::Q8_0 || f == kev::QuantFormat::Q6_K ||
         f == kev::QuantFormat::Q5_K) {
@@ -282,8 +296,7 @@ private Q_SLOTS:
     // Q6_K kept as signed bytes q - 32 with its two levels of scales (fp16 d per 256, a
     // signed byte per 16) decodes to exactly what the gguf package decodes, every code and
     // scale pattern (random blocks), in 8.5625 bits a weight (the file's 6.5625, the codes
-    // unpacked). Its 16-column blocks stay in the row layout: the int8 kernel's sums span
-    // 32 columns, so interleaving is refused and prepare_quant leaves it as it is.
+    // unpacked); the int8 kernel's layout holds the same values and turns back byte for byte.
     void q6kBlocksKeptEqualTheGgufPackage() {
         const std::int64_t rows = 7, cols = 768;
         const KBlocks k = ggufBlocks("Q6_K", rows, cols, 6);
@@ -301,9 +314,7 @@ private Q_SLOTS:
         bool negative = false, positive = false;
         for (std::uint8_t s : q.sub_scales) (static_cast<std::int8_t>(s) < 0 ? negative : positive) = true;
         QVERIFY(negative && positive);
-        const kev::QuantMatrix g = kev::concat_rows(std::vector<kev::QuantMatrix>(16, q));  // 112 rows: 7 groups
-        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(g));
-        QVERIFY(!kev::prepare_quant(g, at::kBFloat16).interleaved);
+        expectInt8LayoutRoundTrip(kev::concat_rows(std::vector<kev::QuantMatrix>(16, q)));  // 112 rows: 7 groups
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
     }
 
@@ -317,21 +328,13 @@ private Q_SLOTS:
         QVERIFY(k.reference.defined());
         QCOMPARE(k.bytes.size(), std::size_t(rows * cols / 256 * 176));
         const kev::QuantMatrix q = expectKeptDecoding(kev::QuantFormat::Q5_K, kev::GgmlType::Q5_K, k, rows, cols);
-        QVERIFY(q.byte_codes() && !q.row_layout_only());
+        QVERIFY(q.byte_codes());
         QCOMPARE(q.block, std::int64_t{32});
         QCOMPARE(q.bytes() * 64, rows * cols * 69);  // bytes a weight: 1 + 2/32 (sc, m) + 4/256 (d, dmin)
         std::set<int> codes(q.codes.begin(), q.codes.end());
         QCOMPARE(codes.size(), std::size_t{32});
         QCOMPARE(*codes.rbegin(), 31);
-        const kev::QuantMatrix g = kev::concat_rows(std::vector<kev::QuantMatrix>(16, q));  // 112 rows
-        const kev::QuantMatrix gi = kev::interleave_rows16(g);
-        QVERIFY(gi.interleaved);
-        QCOMPARE(gi.bytes(), g.bytes());
-        QVERIFY(at::equal(kev::dequantize(gi, at::kFloat), kev::dequantize(g, at::kFloat)));
-        const kev::QuantMatrix back = kev::row_layout(gi);
-        QVERIFY(back.codes == g.codes && back.scales == g.scales && back.mins == g.mins);
-        QVERIFY(back.sub_scales == g.sub_scales && back.sub_mins == g.sub_mins);
-        QCOMPARE(kev::prepare_quant(g, at::kBFloat16).interleaved, kev::quant_int8_available());
+        expectInt8LayoutRoundTrip(kev::concat_rows(std::vector<kev::QuantMatrix>(16, q)));  // 112 rows
     }
 
     // A GGUF of Q4_K or Q8_0 blocks in the 4-bit precision: every linear layer and the
@@ -411,10 +414,10 @@ private Q_SLOTS:
         // Half activations: the int8 kernel where it runs (as llama.cpp multiplies Q4_K and
         // Q8_0 by int8 activations); Q6_K's 16-column blocks stay on the byte kernels.
         const auto half = loadModel(path, kev::DType::BF16, kev::WeightQuant::Q4);
-        const bool int8 = kev::quant_int8_available() && format != kev::QuantFormat::Q6_K;
+        const bool int8 = kev::quant_int8_available();
         QCOMPARE(half->weights().layers[0].gate_up.quant->interleaved, int8);
         const kev::WeightMemory hm = half->weights().memory();
-        QCOMPARE(hm.int8_kernel, int8 ? hm.quantized() - hm.q6_k : std::int64_t{0});
+        QCOMPARE(hm.int8_kernel, int8 ? hm.quantized() : std::int64_t{0});
         // nf4 re-quantizes them.
         const kev::WeightMemory nf4 = loadModel(path, kev::DType::BF16, kev::WeightQuant::NF4)->weights().memory();
         QVERIFY(nf4.nf4 > 0);
@@ -744,6 +747,8 @@ private Q_SLOTS:
         QTest::newRow("q4_k 32x256") << int(kev::QuantFormat::Q4_K) << 32 << 256 << false;
         QTest::newRow("q5_k 48x512 bias") << int(kev::QuantFormat::Q5_K) << 48 << 512 << true;
         QTest::newRow("q5_k 32x256") << int(kev::QuantFormat::Q5_K) << 32 << 256 << false;
+        QTest::newRow("q6_k 48x512 bias") << int(kev::QuantFormat::Q6_K) << 48 << 512 << true;
+        QTest::newRow("q6_k 32x256") << int(kev::QuantFormat::Q6_K) << 32 << 256 << false;
     }
 
     void int8KernelFollowsItsSpecification() {

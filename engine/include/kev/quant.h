@@ -23,9 +23,10 @@
 //   Q6_K  ggml's Q6_K super-blocks of 256 (fp16 d) over 16 blocks of 16 with a signed
 //         8-bit sc each; the 6-bit codes kept as signed bytes q - 32 (block = 16), the
 //         scale d * sc (11 + 7 significant bits) and q * d * sc (+ 5) exact in fp32, so
-//         the byte kernels multiply the file's own weights. 8.56 bits/weight (the file's
-//         6.56; the codes unpacked to bytes). Row layout only (its 16-column scales do
-//         not fit the int8 kernel's 32-column sums), any activations. CPU only.
+//         the byte kernels multiply the file's own weights (fp32 activations); with half
+//         activations the int8 kernel sums each 32-column slice's halves apart and scales
+//         them in turn. 8.56 bits/weight (the file's 6.56; the codes unpacked to bytes).
+//         CPU only.
 //   Q5_K  ggml's Q5_K super-blocks of 256 (fp16 d and dmin) over 8 blocks of 32 with 6-bit
 //         sc and m, as Q4_K; the 5-bit codes kept as bytes 0..31 (block = 32), each weight
 //         q * (d * sc) - dmin * m, the product exact in fp32 and the difference rounded
@@ -96,9 +97,6 @@ struct QuantMatrix {
     bool byte_codes() const {  // a byte per code
         return format == QuantFormat::Q8_0 || format == QuantFormat::Q6_K || format == QuantFormat::Q5_K;
     }
-    // Formats the int8 kernel cannot take (Q6_K's 16-column scales): they stay in the row
-    // layout whatever the activations.
-    bool row_layout_only() const { return format == QuantFormat::Q6_K; }
     std::int64_t bytes() const;  // codes + scales + mins
 };
 

@@ -226,11 +226,10 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
         {"Q8_0 kept blocks", std::string(quant_int8_available() ? to_string(q8 == Int8Kernel::Amx ? Int8Kernel::Vnni : q8)
                                                                  : to_string(quant_kernel())) +
                                  " (half activations); " + to_string(quant_kernel()) + " byte kernels (fp32 activations)"},
-        {"Q4_K, Q5_K kept blocks", std::string(quant_int8_available() ? to_string(q8 == Int8Kernel::Amx ? Int8Kernel::Vnni : q8)
+        {"K-quant kept blocks", std::string(quant_int8_available() ? to_string(q8 == Int8Kernel::Amx ? Int8Kernel::Vnni : q8)
                                                                        : to_string(quant_kernel())) +
                                        " (half activations); " + to_string(quant_kernel()) +
                                        " row / byte kernels (fp32 activations)"},
-        {"Q6_K kept blocks", std::string(to_string(quant_kernel())) + " byte kernels (any activations, read as fp32)"},
         {"attention (prompt)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},
         {"attention (decode)", std::string("kev rows ") + attention_rows_kernel(64) + " (each row its own slots)"},
         {"RMSNorm, RoPE, SiLU gate",

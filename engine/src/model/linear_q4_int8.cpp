@@ -17,7 +17,10 @@
 // read as they are, llama.cpp's Q8_0 x Q8_0 with the same exact sums. Q4_K's codes are
 // nibbles like Q4_1's; its block scales d * sc and mins -(dmin * m) are formed from the
 // two levels in the epilogue (exact in fp32), 16 rows at a time. Q5_K's codes are bytes
-// (0..31, plus 128) read as Q8_0's, with Q4_K's two-level epilogue.
+// (0..31, plus 128) read as Q8_0's, with Q4_K's two-level epilogue. Q6_K's (-32..31, plus
+// 128) too, but its scale d * sc changes every 16 columns: a slice's lines 0-3 (columns
+// 0-15) and 4-7 (16-31) are summed apart, each half from its own init, and scaled in turn
+// (the low half first), as llama.cpp sums Q6_K x Q8_K per 16.
 //
 // Prefill (32 rows or more) on CPUs with AMX-INT8 takes the sums from the tile unit, 16
 // activation rows at a time, and scales them with the same epilogue (scale_slice).
@@ -69,8 +72,8 @@ struct CodeBytes {
 // through the offset; Q4_K, whose block scales and mins are two-level), nibbles that
 // index NF4's byte table, or whole bytes (Q8_0: the signed value plus 128, so a
 // 32-column slice of 16 rows is 512 bytes, 8 lines; Q5_K the same with two-level scales).
-enum CodeKind { kNibbles, kNibblesK, kNf4Codes, kBytes, kBytesK };
-constexpr bool byte_kind(int kind) { return kind == kBytes || kind == kBytesK; }
+enum CodeKind { kNibbles, kNibblesK, kNf4Codes, kBytes, kBytesK, kBytes16 };
+constexpr bool byte_kind(int kind) { return kind == kBytes || kind == kBytesK || kind == kBytes16; }
 constexpr bool two_level_kind(int kind) { return kind == kNibblesK || kind == kBytesK; }
 constexpr std::int64_t slice_bytes(int kind) { return byte_kind(kind) ? 512 : 256; }
 
@@ -85,29 +88,32 @@ CodeBytes code_bytes(const QuantMatrix& w) {
 }
 
 // Activations quantized per row and 32-column slice: q [M][K] int8, and per slice
-// dx' = scale * unit, init = -offset * sum(q), and sum(q) * scale (for mins).
+// dx' = scale * unit, init = -offset * sum(q), and sum(q) * scale (for mins); init_lo the
+// same over the slice's first 16 columns (Q6_K's halves).
 struct Int8Acts {
     std::vector<std::int8_t> q;
     std::vector<float> dxu, sdx;
-    std::vector<std::int32_t> init;
+    std::vector<std::int32_t> init, init_lo;
 
     void resize(std::int64_t M, std::int64_t K) {
         q.resize(static_cast<std::size_t>(M * K));  // AMX passes read only whole 16-row groups within M
         dxu.resize(static_cast<std::size_t>(M * K / 32));
         sdx.resize(dxu.size());
         init.resize(dxu.size());
+        init_lo.resize(dxu.size());
     }
     // Slice i's numbers from its absmax and the sum of its codes. A slice holding a NaN
     // or an infinity gets a NaN scale, so the rows it feeds come out NaN, as a float
     // multiply would give (the generator reports non-finite logits), not quietly finite.
-    void set_slice(std::int64_t i, float amax, std::int32_t sum, const CodeBytes& cb) {
+    void set_slice(std::int64_t i, float amax, std::int32_t sum, std::int32_t sum_lo, const CodeBytes& cb) {
         const float dx = std::isfinite(amax) ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
         // The codes of such a slice are whatever a NaN converts to, and their sum can be far
         // outside a slice's range (-offset * sum would overflow): it is not used.
-        if (!std::isfinite(amax)) sum = 0;
+        if (!std::isfinite(amax)) sum = sum_lo = 0;
         dxu[i] = dx * cb.unit;
         sdx[i] = static_cast<float>(sum) * dx;
         init[i] = -cb.offset * sum;
+        init_lo[i] = -cb.offset * sum_lo;
     }
 };
 
@@ -136,7 +142,7 @@ KEV_VNNI void quantize_slices(const void* x, std::int64_t i0, std::int64_t i1, c
         const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q.data() + i * 32), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q.data() + i * 32 + 16), _mm512_cvtepi32_epi8(q1));
-        a.set_slice(i, amax, _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)), cb);
+        a.set_slice(i, amax, _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)), _mm512_reduce_add_epi32(q0), cb);
     }
 }
 
@@ -206,6 +212,48 @@ inline TwoLevel two_level(const QuantMatrix& w, std::int64_t R, std::int64_t g, 
     return {w.scales.data() + top, w.sub_scales.data() + sub, w.mins.data() + top, w.sub_mins.data() + sub};
 }
 
+// Quads c0 .. c1 - 1 of a slice (its codes at `slice`, the activations' slice at x, rows
+// K apart) added into s.
+template <int MB, int kKind>
+KEV_VNNI inline void quad_sums(const std::uint8_t* slice, int c0, int c1, __m512i table, const std::int8_t* x,
+                               std::int64_t K, __m512i (&s)[MB]) {
+    for (int c = c0; c < c1; ++c) {
+        __m512i lo, hi;
+        expand_line<kKind>(slice, c, table, lo, hi);
+        for (int m = 0; m < MB; ++m) {
+            const std::int32_t* xm = reinterpret_cast<const std::int32_t*>(x + m * K + 8 * c);
+            s[m] = dpbusd_bcast(s[m], lo, xm);
+            s[m] = dpbusd_bcast(s[m], hi, xm + 1);
+        }
+    }
+}
+
+// Q6_K's d of slice g's super-block and sc of its half `half`, rows r0.. of group R, in the
+// int8 layout: d [group][256 columns][16] (fp16 bits), sc [group][16 columns][16] (int8).
+struct HalfScales {
+    const std::uint16_t* d;
+    const std::int8_t* sc;
+};
+inline HalfScales half_scales(const QuantMatrix& w, std::int64_t R, std::int64_t g, int half, std::int64_t r0) {
+    const std::size_t top = static_cast<std::size_t>((R * (w.cols / 256) + g / 8) * 16 + r0);
+    const std::size_t sub = static_cast<std::size_t>((R * (w.cols / 16) + 2 * g + half) * 16 + r0);
+    return {w.scales.data() + top, reinterpret_cast<const std::int8_t*>(w.sub_scales.data()) + sub};
+}
+
+// Q6_K: the float steps of half `half` of slice g, as scale_slice's (d * sc exact).
+template <int MB>
+KEV_VNNI inline void scale_half(const QuantMatrix& w, const Int8Acts& a, const __m512i (&s)[MB], std::int64_t R,
+                                std::int64_t g, int half, std::int64_t s0, __m512 (&acc)[MB]) {
+    const std::int64_t G = w.cols / 32;
+    const HalfScales h = half_scales(w, R, g, half, 0);
+    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h.d))),
+                                   _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h.sc)))));
+    for (int m = 0; m < MB; ++m) {
+        const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s[m]), _mm512_set1_ps(a.dxu[s0 + m * G + g]));
+        acc[m] = _mm512_fmadd_ps(t, d, acc[m]);
+    }
+}
+
 // The float steps of slice g of group R for MB activation rows, from their exact sums s
 // (init included): the one epilogue of the VNNI and AMX paths, hence the same bits.
 template <int MB, bool kMins, bool kTwoLevel = false>
@@ -253,16 +301,19 @@ KEV_VNNI void groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& 
             for (int c = 0; c < SB / 64; ++c)
                 _mm_prefetch(reinterpret_cast<const char*>(lines) + kPrefetchSlices * SB + 64 * c, _MM_HINT_T0);
             __m512i s[MB];
-            for (int m = 0; m < MB; ++m) s[m] = _mm512_set1_epi32(a.init[s0 + m * G + g]);
-            for (int c = 0; c < 4; ++c) {
-                __m512i lo, hi;
-                expand_line<kKind>(lines, c, table, lo, hi);
-                for (int m = 0; m < MB; ++m) {
-                    const std::int32_t* xm = reinterpret_cast<const std::int32_t*>(xq + m * K + g * 32 + 8 * c);
-                    s[m] = dpbusd_bcast(s[m], lo, xm);
-                    s[m] = dpbusd_bcast(s[m], hi, xm + 1);
+            if constexpr (kKind == kBytes16) {  // Q6_K: columns 0-15, then 16-31
+                for (int half = 0; half < 2; ++half) {
+                    for (int m = 0; m < MB; ++m) {
+                        const std::int64_t i = s0 + m * G + g;
+                        s[m] = _mm512_set1_epi32(half ? a.init[i] - a.init_lo[i] : a.init_lo[i]);
+                    }
+                    quad_sums<MB, kKind>(lines, 2 * half, 2 * half + 2, table, xq + g * 32, K, s);
+                    scale_half<MB>(w, a, s, R, g, half, s0, acc);
                 }
+                continue;
             }
+            for (int m = 0; m < MB; ++m) s[m] = _mm512_set1_epi32(a.init[s0 + m * G + g]);
+            quad_sums<MB, kKind>(lines, 0, 4, table, xq + g * 32, K, s);
             scale_slice<MB, kMins, two_level_kind(kKind)>(w, a, s, R, g, s0, acc);
         }
         for (int m = 0; m < MB; ++m) store16(y, m0 + m, R * 16, acc[m]);
@@ -311,13 +362,14 @@ KEV_AVX2I void quantize_slices_avx2(const void* x, std::int64_t i0, std::int64_t
         for (int k = 0; k < 4; ++k)
             _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8 * k),
                                _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(inv))));  // nearest even
-        std::int32_t sum = 0;
+        std::int32_t sum = 0, sum_lo = 0;
         for (int j = 0; j < 32; ++j) {
             const auto b = static_cast<std::int8_t>(q[j]);
             a.q[static_cast<std::size_t>(i * 32 + j)] = b;
             sum += b;
+            if (j == 15) sum_lo = sum;
         }
-        a.set_slice(i, amax, sum, cb);
+        a.set_slice(i, amax, sum, sum_lo, cb);
     }
 }
 
@@ -359,6 +411,17 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                 __m256i s[MB];
                 for (int m = 0; m < MB; ++m) s[m] = _mm256_set1_epi32(kSigned ? 0 : a.init[s0 + m * G + g]);
                 for (int c = 0; c < 4; ++c) {
+                    if (kKind == kBytes16 && c == 2) {  // Q6_K: columns 0-15 done, scaled by their d * sc
+                        const HalfScales hs = half_scales(w, R, g, 0, 8 * h);
+                        const __m256 d0 = _mm256_mul_ps(
+                            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hs.d))),
+                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hs.sc)))));
+                        for (int m = 0; m < MB; ++m) {
+                            const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s[m]), _mm256_set1_ps(a.dxu[s0 + m * G + g]));
+                            acc[m] = _mm256_fmadd_ps(t, d0, acc[m]);
+                            s[m] = _mm256_setzero_si256();
+                        }
+                    }
                     __m256i lo, hi;
                     if constexpr (byte_kind(kKind)) {  // the signed byte: stored value - 128
                         lo = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c)), bias128);
@@ -394,7 +457,11 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                 }
                 const std::int64_t sc = (R * w.blocks_per_row() + (w.block == 64 ? g >> 1 : g)) * 16 + 8 * h;
                 __m256 d, mn = _mm256_setzero_ps();
-                if constexpr (two_level_kind(kKind)) {
+                if constexpr (kKind == kBytes16) {  // the second half's d * sc
+                    const HalfScales hs = half_scales(w, R, g, 1, 8 * h);
+                    d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hs.d))),
+                                      _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hs.sc)))));
+                } else if constexpr (two_level_kind(kKind)) {
                     const TwoLevel t = two_level(w, R, g, 8 * h);
                     d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.d))),
                                       _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.sc)))));
@@ -431,20 +498,22 @@ void quantize_slices_scalar(const float* x, std::int64_t i0, std::int64_t i1, co
         for (int j = 0; j < 32; ++j)
             if (std::isnan(v[j])) amax = v[j];  // std::max may drop a NaN
         const float inv = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
-        std::int32_t sum = 0;
+        std::int32_t sum = 0, sum_lo = 0;
         for (int j = 0; j < 32; ++j) {
             const auto q = static_cast<std::int8_t>(std::lrint(v[j] * inv));
             a.q[static_cast<std::size_t>(i * 32 + j)] = q;
             sum += q;
+            if (j == 15) sum_lo = sum;
         }
-        a.set_slice(i, amax, sum, cb);
+        a.set_slice(i, amax, sum, sum_lo, cb);
     }
 }
 
 void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t M, const Out& y,
                    std::int64_t R0, std::int64_t R1) {
-    const std::int64_t K = w.cols, G = K / 32, bpr = w.blocks_per_row(), per_block = w.block / 32;
-    const bool bytes = w.byte_codes();
+    const std::int64_t K = w.cols, G = K / 32, bpr = w.blocks_per_row();
+    const std::int64_t per_block = std::max<std::int64_t>(1, w.block / 32);  // single-level tables only (Q6_K: 16)
+    const bool bytes = w.byte_codes(), q6k = w.format == QuantFormat::Q6_K;
     const std::int64_t SB = bytes ? 512 : 256;
     for (std::int64_t R = R0; R < R1; ++R) {
         for (std::int64_t m = 0; m < M; ++m) {
@@ -454,8 +523,14 @@ void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a,
                 const std::int8_t* xq = a.q.data() + m * K + g * 32;
                 const std::int64_t sc = (R * bpr + g / per_block) * 16, slice = m * G + g;
                 for (int r = 0; r < 16; ++r) {
-                    std::int32_t sum = a.init[slice];
+                    std::int32_t sum = q6k ? a.init_lo[slice] : a.init[slice];
                     for (int c = 0; c < 4; ++c) {
+                        if (q6k && c == 2) {  // Q6_K: columns 0-15 scaled by their d * sc, then 16-31
+                            const HalfScales hs = half_scales(w, R, g, 0, r);
+                            acc[r] = std::fmaf(static_cast<float>(sum) * a.dxu[slice],
+                                               fp16_to_float(*hs.d) * static_cast<float>(*hs.sc), acc[r]);
+                            sum = a.init[slice] - a.init_lo[slice];
+                        }
                         for (int t = 0; t < 4; ++t) {
                             if (bytes) {  // lines 2c and 2c + 1: columns 8c + t and 8c + 4 + t
                                 sum += lines[128 * c + 4 * r + t] * xq[8 * c + t] +
@@ -468,7 +543,11 @@ void groups_scalar(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a,
                     }
                     const float t = static_cast<float>(sum) * a.dxu[slice];
                     float d, mn;
-                    if (!w.sub_scales.empty()) {  // Q4_K, Q5_K: d * sc, -(dmin * m)
+                    if (q6k) {
+                        const HalfScales hs = half_scales(w, R, g, 1, r);
+                        d = fp16_to_float(*hs.d) * static_cast<float>(*hs.sc);
+                        mn = 0.0f;
+                    } else if (!w.sub_scales.empty()) {  // Q4_K, Q5_K: d * sc, -(dmin * m)
                         const TwoLevel k = two_level(w, R, g, r);
                         d = fp16_to_float(*k.d) * static_cast<float>(*k.sc);
                         mn = -(fp16_to_float(*k.dmin) * static_cast<float>(*k.m));
@@ -639,7 +718,7 @@ const char* to_string(Int8Kernel kernel) {
 QuantMatrix prepare_quant(QuantMatrix q, at::ScalarType activations) {
     const bool half = activations == at::kBFloat16 || activations == at::kHalf;
     if (!half || q.interleaved || !quant_int8_available() || q.rows % 16 != 0 ||
-        q.cols % 32 != 0 || q.row_layout_only())
+        q.cols % 32 != 0)
         return q;
     return interleave_rows16(q);
 }
@@ -676,9 +755,10 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
         else quantize_slices_scalar(x.data_ptr<float>(), i0, i1, cb, a);
     });
     const bool nf4 = w.format == QuantFormat::NF4, bytes = w.byte_codes(), mins = !w.mins.empty();
-    const bool q4k = w.format == QuantFormat::Q4_K, q5k = w.format == QuantFormat::Q5_K;
+    const bool q4k = w.format == QuantFormat::Q4_K, q5k = w.format == QuantFormat::Q5_K, q6k = w.format == QuantFormat::Q6_K;
     // AMX takes whole passes of 16 rows; VNNI passes of 8 take the rest.
-    const std::int64_t amx_rows = kernel == Int8Kernel::Amx && M >= kAmxMinRows ? M / 16 * 16 : 0;
+    // (Q6_K's half-slice sums are not the tile's whole-slice products: VNNI passes only.)
+    const std::int64_t amx_rows = kernel == Int8Kernel::Amx && M >= kAmxMinRows && !q6k ? M / 16 * 16 : 0;
     const std::int64_t per_pass = avx2 ? kRowsPerPassAvx2 : kRowsPerPass;
     auto vnni_passes = [&](std::int64_t from, std::int64_t R0, std::int64_t R1) {
         for (std::int64_t m0 = from; m0 < M; m0 += per_pass) {
@@ -688,6 +768,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
                     if (nf4) groups_avx2<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
                     else if (q4k) groups_avx2<MB, kNibblesK, true>(w, cb, a, m0, yp, R0, R1);
                     else if (q5k) groups_avx2<MB, kBytesK, true>(w, cb, a, m0, yp, R0, R1);
+                    else if (q6k) groups_avx2<MB, kBytes16, false>(w, cb, a, m0, yp, R0, R1);
                     else if (bytes) groups_avx2<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
                     else if (mins) groups_avx2<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
                     else groups_avx2<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);
@@ -699,6 +780,7 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
                 if (nf4) groups<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
                 else if (q4k) groups<MB, kNibblesK, true>(w, cb, a, m0, yp, R0, R1);
                 else if (q5k) groups<MB, kBytesK, true>(w, cb, a, m0, yp, R0, R1);
+                else if (q6k) groups<MB, kBytes16, false>(w, cb, a, m0, yp, R0, R1);
                 else if (bytes) groups<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
                 else if (mins) groups<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
                 else groups<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);

@@ -396,9 +396,10 @@ std::pair<float, float> scale_offset(const QuantMatrix& q, std::int64_t row, std
         const std::size_t s = table_at(true, row, b, bpr);
         return {fp16_to_float(q.scales[s]), q.mins.empty() ? 0.0f : fp16_to_float(q.mins[s])};
     }
-    const std::size_t top = table_at(true, row, b / 8, bpr / 8), sub = table_at(true, row, b, bpr);
-    return {fp16_to_float(q.scales[top]) * static_cast<float>(q.sub_scales[sub]),
-            -(fp16_to_float(q.mins[top]) * static_cast<float>(q.sub_mins[sub]))};
+    const int shift = super_shift(q);
+    const std::size_t top = table_at(true, row, b >> shift, bpr >> shift), sub = table_at(true, row, b, bpr);
+    return {fp16_to_float(q.scales[top]) * sub_scale(q, sub),
+            q.mins.empty() ? 0.0f : -(fp16_to_float(q.mins[top]) * static_cast<float>(q.sub_mins[sub]))};
 }
 
 }  // namespace
@@ -451,9 +452,6 @@ QuantMatrix interleave_rows16(const QuantMatrix& q) {
     if (q.interleaved) return q;
     if (q.rows % 16 != 0 || q.cols % 32 != 0)
         throw Error(ErrorCode::InvalidArgument, "interleave_rows16: rows must come in groups of 16");
-    if (q.row_layout_only())  // Q6_K: a scale per 16 columns; Q5_K: byte codes with offsets
-        throw Error(ErrorCode::InvalidArgument,
-                    std::string("interleave_rows16: the int8 kernel takes no ") + to_string(q.format) + " blocks");
     QuantMatrix out;  // the metadata of q; every byte below is written once
     out.format = q.format;
     out.rows = q.rows;

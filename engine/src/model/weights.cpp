@@ -73,18 +73,17 @@ PrecisionChoice choose_auto_precision(const std::string& path) {
                                 int8 + " kernel"};
         const std::int64_t kept = q4 + q4k + q5k + q6k + q8 + q5;
         if (kept > 0) {
-            std::vector<std::string> kinds;  // those the int8 kernel multiplies with half activations
+            std::vector<std::string> kinds;
             if (q4 > 0) kinds.push_back("Q4_0/Q4_1");
             if (q4k > 0) kinds.push_back("Q4_K");
             if (q5k > 0) kinds.push_back("Q5_K");
+            if (q6k > 0) kinds.push_back("Q6_K");
             if (q8 > 0) kinds.push_back("Q8_0");
             if (q5 > 0) kinds.push_back("Q5_0 exactly as 8-bit codes");
             std::string why = std::to_string(kept) + " of " + std::to_string(linear) +
                               " weight matrices are Q4_0/Q4_1/Q4_K/Q5_K/Q6_K/Q8_0/Q5_0 blocks: kept as they are (";
             for (std::size_t i = 0; i < kinds.size(); ++i) why += (i ? ", " : "") + kinds[i];
-            if (!kinds.empty()) why += " by the " + int8 + " kernel";
-            if (q6k > 0)
-                why += std::string(kinds.empty() ? "" : "; ") + "Q6_K by the " + to_string(quant_kernel()) + " byte kernels";
+            why += " by the " + int8 + " kernel";
             why += kept < linear ? "), the other linear layers NF4" : ")";
             return {"4bit", why};
         }
