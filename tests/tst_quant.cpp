@@ -281,15 +281,7 @@ private Q_SLOTS:
         // holds the same values and turns back byte for byte; no CUDA form.
         const kev::QuantMatrix g = kev::concat_rows({q, p, q, p, q, p, q, p, q, p, q, p, q, p, q, p});  // 112 rows
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::interleave_rows16(q));
-        const kev::QuantMatrix gi = kev::interleave_rows16(g);
-        QVERIFY(gi.interleaved);
-        QCOMPARE(gi.bytes(), g.bytes());
-        QVERIFY(at::equal(kev::dequantize(gi, at::kFloat), kev::dequantize(g, at::kFloat)));
-        QVERIFY(at::equal(kev::dequantize(gi, 19, 70, at::kFloat), kev::dequantize(g, 19, 70, at::kFloat)));
-        const kev::QuantMatrix back = kev::row_layout(gi);
-        QVERIFY(back.codes == g.codes && back.scales == g.scales && back.mins == g.mins);
-        QVERIFY(back.sub_scales == g.sub_scales && back.sub_mins == g.sub_mins);
-        QCOMPARE(kev::prepare_quant(g, at::kBFloat16).interleaved, kev::quant_int8_available());
+        expectInt8LayoutRoundTrip(g);
         QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_linear_fixed_order(at::randn({1, cols}), q, at::Tensor()));
     }
 

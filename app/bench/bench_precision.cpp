@@ -349,7 +349,7 @@ kev::QuantMatrix random_q6_k(std::int64_t rows, std::int64_t cols) {
 // One matrix, every kernel path, M = 1..16: best time per call and the weight bytes it
 // streams per second (what bounds the decode step). bf16 at::linear for comparison.
 // --format nf4 (the default), q8_0 (the byte kernels), q4_k or q6_k (cols a multiple of
-// 256; q6_k the byte kernels only), each also in the int8 layout where it has one.
+// 256), each also in the int8 layout.
 int run_q4kernel(const Args& args) {
     std::int64_t rows = 9728, cols = 896;  // the 0.5B model's fused gate|up
     std::vector<int> ms{1, 4, 8, 16};
@@ -380,8 +380,7 @@ int run_q4kernel(const Args& args) {
                                : format == "q4_k" ? random_q4_k(rows, cols)
                                : format == "q6_k" ? random_q6_k(rows, cols)
                                                   : kev::quantize_nf4(w);
-    // The int8 kernel's layout, where the format has one (Q6_K's 16-column blocks do not).
-    const kev::QuantMatrix qi = rows % 16 == 0 && q.block % 32 == 0 ? kev::interleave_rows16(q) : q;
+    const kev::QuantMatrix qi = rows % 16 == 0 ? kev::interleave_rows16(q) : q;  // the int8 kernel's layout
     const at::Tensor wb = w.to(at::kBFloat16);
     nlohmann::json report;
     report["engine"] = engine_header();
