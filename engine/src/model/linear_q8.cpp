@@ -98,13 +98,13 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const QuantMatrix& w, const f
 void rows_scalar(const QuantMatrix& w, const float* x, std::int64_t ldx, std::int64_t M, float* y, std::int64_t ldy,
                  std::int64_t o0, std::int64_t o1) {
     const std::int64_t bpr = w.blocks_per_row(), B = w.block;
+    const bool has_min = !w.mins.empty();  // Q5_K: w = q * scale + offset
     float acc[kQuantGemvMaxRows];
     for (std::int64_t o = o0; o < o1; ++o) {
         std::fill_n(acc, M, 0.0f);
         const std::int8_t* c = row_codes(w, o);
         for (std::int64_t b = 0; b < bpr; ++b) {
             const float d = block_scale(w, o * bpr + b), off = block_offset(w, o * bpr + b);
-            const bool has_min = !w.mins.empty();
             for (std::int64_t m = 0; m < M; ++m) {
                 const float* xm = x + m * ldx + b * B;
                 float s = 0.0f;

@@ -148,6 +148,19 @@ QuantMatrix checked_blocks(const char* what, QuantFormat format, std::int64_t ro
     return q;
 }
 
+// fn(s, r, sb, blk) for every super-block of a K-quant matrix q (already checked by
+// checked_blocks): s its index in q's tables, r and sb its row and place in the row, blk
+// its bytes in `data`, read from source row row_order[r] (r when empty).
+template <typename Fn>
+void for_each_superblock(const QuantMatrix& q, const std::uint8_t* data, std::int64_t block_bytes,
+                         const std::vector<std::int64_t>& row_order, Fn fn) {
+    const std::int64_t spr = q.cols / 256;
+    for (std::int64_t r = 0; r < q.rows; ++r) {
+        const std::uint8_t* blk = data + (row_order.empty() ? r : row_order[r]) * spr * block_bytes;
+        for (std::int64_t sb = 0; sb < spr; ++sb, blk += block_bytes) fn(r * spr + sb, r, sb, blk);
+    }
+}
+
 // The tables of a Q4_K / Q5_K matrix sized, and super-block s's filled from its header
 // blk: fp16 d and dmin, then 12 bytes of eight 6-bit (sc, m) pairs (ggml's get_scale_min_k4).
 void size_k4_tables(QuantMatrix& q, std::int64_t superblocks) {
@@ -171,26 +184,22 @@ void read_k4_header(QuantMatrix& q, std::int64_t s, const std::uint8_t* blk) {
 QuantMatrix q4k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
                           const std::vector<std::int64_t>& row_order) {
     QuantMatrix q = checked_blocks("Q4_K", QuantFormat::Q4_K, rows, cols, 256, kQ4KBlockBytes, nbytes, row_order);
-    const std::int64_t spr = cols / 256;  // super-blocks per row
     q.codes.resize(static_cast<std::size_t>(rows * cols / 2));
-    size_k4_tables(q, rows * spr);
-    for (std::int64_t r = 0; r < rows; ++r) {
-        const std::int64_t src_row = row_order.empty() ? r : row_order[r];
-        const std::uint8_t* blk = data + src_row * spr * kQ4KBlockBytes;
-        for (std::int64_t sb = 0; sb < spr; ++sb, blk += kQ4KBlockBytes) {
-            read_k4_header(q, r * spr + sb, blk);
-            const std::uint8_t* qs = blk + 16;
-            std::uint8_t* out = q.codes.data() + (r * cols + sb * 256) / 2;
-            for (int j = 0; j < 8; ++j) {  // block j: chunk j / 2, low nibbles for even j
-                const std::uint8_t* src = qs + 32 * (j / 2);
-                const int shift = j % 2 ? 4 : 0;
-                for (int t = 0; t < 16; ++t) {
-                    const int lo = (src[t] >> shift) & 0x0f, hi = (src[t + 16] >> shift) & 0x0f;
-                    out[j * 16 + t] = static_cast<std::uint8_t>(lo | hi << 4);
-                }
+    size_k4_tables(q, rows * cols / 256);
+    for_each_superblock(q, data, kQ4KBlockBytes, row_order, [&](std::int64_t s, std::int64_t r, std::int64_t sb,
+                                                                const std::uint8_t* blk) {
+        read_k4_header(q, s, blk);
+        const std::uint8_t* qs = blk + 16;
+        std::uint8_t* out = q.codes.data() + (r * cols + sb * 256) / 2;
+        for (int j = 0; j < 8; ++j) {  // block j: chunk j / 2, low nibbles for even j
+            const std::uint8_t* src = qs + 32 * (j / 2);
+            const int shift = j % 2 ? 4 : 0;
+            for (int t = 0; t < 16; ++t) {
+                const int lo = (src[t] >> shift) & 0x0f, hi = (src[t + 16] >> shift) & 0x0f;
+                out[j * 16 + t] = static_cast<std::uint8_t>(lo | hi << 4);
             }
         }
-    }
+    });
     return q;
 }
 
@@ -202,25 +211,21 @@ constexpr std::int64_t kQ5KBlockBytes = 176;
 QuantMatrix q5k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::int64_t rows, std::int64_t cols,
                           const std::vector<std::int64_t>& row_order) {
     QuantMatrix q = checked_blocks("Q5_K", QuantFormat::Q5_K, rows, cols, 256, kQ5KBlockBytes, nbytes, row_order);
-    const std::int64_t spr = cols / 256;
     q.codes.resize(static_cast<std::size_t>(rows * cols));
-    size_k4_tables(q, rows * spr);
-    for (std::int64_t r = 0; r < rows; ++r) {
-        const std::int64_t src_row = row_order.empty() ? r : row_order[r];
-        const std::uint8_t* blk = data + src_row * spr * kQ5KBlockBytes;
-        for (std::int64_t sb = 0; sb < spr; ++sb, blk += kQ5KBlockBytes) {
-            read_k4_header(q, r * spr + sb, blk);
-            const std::uint8_t *qh = blk + 16, *qs = blk + 48;
-            std::uint8_t* out = q.codes.data() + r * cols + sb * 256;
-            for (int c = 0; c < 4; ++c) {
-                for (int l = 0; l < 32; ++l) {
-                    const std::uint8_t b = qs[32 * c + l];
-                    out[64 * c + l] = static_cast<std::uint8_t>((b & 0x0f) | ((qh[l] >> (2 * c)) & 1) << 4);
-                    out[64 * c + 32 + l] = static_cast<std::uint8_t>((b >> 4) | ((qh[l] >> (2 * c + 1)) & 1) << 4);
-                }
+    size_k4_tables(q, rows * cols / 256);
+    for_each_superblock(q, data, kQ5KBlockBytes, row_order, [&](std::int64_t s, std::int64_t r, std::int64_t sb,
+                                                                const std::uint8_t* blk) {
+        read_k4_header(q, s, blk);
+        const std::uint8_t *qh = blk + 16, *qs = blk + 48;
+        std::uint8_t* out = q.codes.data() + r * cols + sb * 256;
+        for (int c = 0; c < 4; ++c) {
+            for (int l = 0; l < 32; ++l) {
+                const std::uint8_t b = qs[32 * c + l];
+                out[64 * c + l] = static_cast<std::uint8_t>((b & 0x0f) | ((qh[l] >> (2 * c)) & 1) << 4);
+                out[64 * c + 32 + l] = static_cast<std::uint8_t>((b >> 4) | ((qh[l] >> (2 * c + 1)) & 1) << 4);
             }
         }
-    }
+    });
     return q;
 }
 
@@ -235,30 +240,25 @@ QuantMatrix q6k_from_ggml(const std::uint8_t* data, std::uint64_t nbytes, std::i
                           const std::vector<std::int64_t>& row_order) {
     QuantMatrix q = checked_blocks("Q6_K", QuantFormat::Q6_K, rows, cols, 256, kQ6KBlockBytes, nbytes, row_order);
     q.block = 16;
-    const std::int64_t spr = cols / 256;
     q.codes.resize(static_cast<std::size_t>(rows * cols));
-    q.scales.resize(static_cast<std::size_t>(rows * spr));
-    q.sub_scales.resize(static_cast<std::size_t>(rows * spr * 16));
-    for (std::int64_t r = 0; r < rows; ++r) {
-        const std::int64_t src_row = row_order.empty() ? r : row_order[r];
-        const std::uint8_t* blk = data + src_row * spr * kQ6KBlockBytes;
-        for (std::int64_t sb = 0; sb < spr; ++sb, blk += kQ6KBlockBytes) {
-            const std::int64_t s = r * spr + sb;
-            const std::uint8_t *ql = blk, *qh = blk + 128, *sc = blk + 192;
-            q.scales[s] = load_u16(blk + 208);
-            std::memcpy(q.sub_scales.data() + s * 16, sc, 16);
-            std::uint8_t* out = q.codes.data() + r * cols + sb * 256;
-            for (int h = 0; h < 2; ++h) {
-                for (int k = 0; k < 4; ++k) {
-                    for (int l = 0; l < 32; ++l) {
-                        const std::uint8_t low = ql[64 * h + l + 32 * (k & 1)];
-                        const int code = ((k < 2 ? low : low >> 4) & 0x0f) | ((qh[32 * h + l] >> (2 * k)) & 3) << 4;
-                        out[128 * h + 32 * k + l] = static_cast<std::uint8_t>(static_cast<std::int8_t>(code - 32));
-                    }
+    q.scales.resize(static_cast<std::size_t>(rows * cols / 256));
+    q.sub_scales.resize(static_cast<std::size_t>(rows * cols / 16));
+    for_each_superblock(q, data, kQ6KBlockBytes, row_order, [&](std::int64_t s, std::int64_t r, std::int64_t sb,
+                                                                const std::uint8_t* blk) {
+        const std::uint8_t *ql = blk, *qh = blk + 128, *sc = blk + 192;
+        q.scales[s] = load_u16(blk + 208);
+        std::memcpy(q.sub_scales.data() + s * 16, sc, 16);
+        std::uint8_t* out = q.codes.data() + r * cols + sb * 256;
+        for (int h = 0; h < 2; ++h) {
+            for (int k = 0; k < 4; ++k) {
+                for (int l = 0; l < 32; ++l) {
+                    const std::uint8_t low = ql[64 * h + l + 32 * (k & 1)];
+                    const int code = ((k < 2 ? low : low >> 4) & 0x0f) | ((qh[32 * h + l] >> (2 * k)) & 3) << 4;
+                    out[128 * h + 32 * k + l] = static_cast<std::uint8_t>(static_cast<std::int8_t>(code - 32));
                 }
             }
         }
-    }
+    });
     return q;
 }
 
