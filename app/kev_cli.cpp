@@ -496,6 +496,8 @@ nlohmann::json card_json(const std::string& question, const kev::CardResult& c, 
                         {"temperature", c.temperature},
                         {"stats",
                          {{"prompt_tokens", c.stats.prompt_tokens},
+                          {"prompt_tokens_reused", c.stats.reused_tokens},
+                          {"prompt_tokens_computed", c.stats.prompt_tokens - c.stats.reused_tokens},
                           {"generated_tokens", c.stats.generated_tokens},
                           {"time_to_first_token_s", c.stats.time_to_first_token_s},
                           {"tokens_per_s", c.stats.tokens_per_s}}}};

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <map>
 #include <random>
 
 #include <ATen/ATen.h>
@@ -19,6 +20,7 @@
 #include "kev/kv_cache.h"
 #include "kev/generator.h"
 #include "kev/model.h"
+#include "kev/prefix_cache.h"
 #include "kev/session.h"
 #include "kev/tokenizer.h"
 #include "kev_test_env.h"
@@ -93,6 +95,17 @@ kev::GenerationResult runCards(const kev::Model& m, const std::vector<kev::Token
     options.keep_logits = true;
     options.ignore_end_of_sequence = true;
     return g.run(g.prepare_tokens(cards, shared), options);
+}
+
+// The rows of the live-pack tests: the three architectures (and Gemma 3's windows) in
+// fp32, and the half and 4-bit precisions on one of them.
+void addLiveRows() {
+    QTest::addColumn<QString>("preset");
+    QTest::addColumn<QString>("precision");
+    for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"})
+        QTest::addRow("%s fp32", preset) << QString(preset) << QString("fp32");
+    QTest::addRow("tiny-qwen2 bf16") << QString("tiny-qwen2") << QString("bf16");
+    QTest::addRow("tiny-qwen2 4bit") << QString("tiny-qwen2") << QString("4bit");
 }
 
 float maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -444,6 +457,237 @@ private Q_SLOTS:
             QCOMPARE(cut.cards[c].tokens, full.cards[c].tokens);
             QCOMPARE(cut.cards[c].finish, kev::FinishReason::MaxTokens);
         }
+    }
+
+    // Cards join a running pack at random steps (some after the shared context, some
+    // standing alone), some are cancelled, prompts are read in chunks of 5 rows beside
+    // the answering cards, and finished cards' regions are poisoned with NaN when freed
+    // (and reused by later cards). Every card's logits are the bits of its solo run, its
+    // tokens the same; a cancelled card's tokens are a prefix of its solo answer.
+    void cardsJoiningARunningPackGiveTheirSoloBits_data() {
+        addLiveRows();
+    }
+
+    void cardsJoiningARunningPackGiveTheirSoloBits() {
+        QFETCH(QString, preset);
+        QFETCH(QString, precision);
+        const auto m = loadTinyAs(preset, precision);
+        QVERIFY(m);
+        const int vocab = static_cast<int>(m->config().vocab_size);
+        std::mt19937 rng(static_cast<unsigned>(qHash(preset + precision) % 1000));
+        auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+        const auto context = randomPrompt(rng, vocab, 4, 12);
+        std::vector<kev::TokenCard> first;
+        for (int c = uniform(2, 4); c > 0; --c) {
+            kev::SamplingSettings st = greedy(uniform(10, 14));  // the run outlives the last join
+            if (c % 2) st.temperature = 0.9f, st.seed = static_cast<std::uint64_t>(uniform(1, 1000));
+            first.push_back({randomPrompt(rng, vocab, 2, 14), st});
+        }
+        struct Join {
+            kev::TokenCard card;
+            bool shares = false;
+            std::int64_t after_step = 0;
+            std::int64_t cancel_after = -1;  // steps after its join
+        };
+        std::vector<Join> joins;
+        for (int j = 0; j < 6; ++j) {
+            Join k;
+            k.card = {randomPrompt(rng, vocab, 3, 18), greedy(uniform(3, 9))};
+            if (j % 2) k.card.sampling.temperature = 0.8f, k.card.sampling.seed = static_cast<std::uint64_t>(uniform(1, 1000));
+            k.shares = j % 3 != 0;
+            k.after_step = uniform(0, 9);
+            if (j == 4) k.cancel_after = 3, k.card.sampling.max_new_tokens = 30;
+            joins.push_back(k);
+        }
+        kev::JoinQueue queue;
+        kev::CancelFlags cancel(64);
+        std::map<std::uint64_t, std::int32_t> cardOfJoin;
+        std::map<std::int32_t, std::int64_t> cancelAt;  // card -> step after which it is cancelled
+        bool mixed = false, boundHeld = true;
+        std::int64_t refused = 0;
+        kev::RunOptions o;
+        o.joins = &queue;
+        o.cancel = &cancel;
+        o.poison_freed = true;
+        o.prompt_rows_beside_answers = 5;
+        o.dense_mask = false;
+        o.on_step = [&](const kev::StepEvent& ev) {
+            for (const kev::JoinedCard& jc : ev.joined) {
+                if (jc.card < 0) {
+                    ++refused;
+                    QVERIFY2(jc.tag == 99 && QString::fromStdString(jc.error).contains("empty prompt"), jc.error.c_str());
+                    continue;
+                }
+                cardOfJoin[jc.tag] = jc.card;
+                const Join& k = joins[static_cast<std::size_t>(jc.tag)];
+                if (k.cancel_after >= 0) cancelAt[jc.card] = ev.step + k.cancel_after;
+            }
+            if (ev.kind == kev::StepKind::Mixed) {
+                mixed = true;
+                boundHeld = boundHeld && ev.prompt_rows <= 5;
+            }
+            for (const auto& [card, at] : cancelAt)
+                if (at == ev.step) cancel.cancel(static_cast<std::size_t>(card));
+            for (std::size_t j = 0; j < joins.size(); ++j) {
+                if (joins[j].after_step != ev.step) continue;
+                kev::JoiningCard jc;
+                jc.tag = j;
+                jc.prompt = joins[j].card.prompt;
+                if (joins[j].shares) jc.prompt.insert(jc.prompt.begin(), context.begin(), context.end());
+                jc.sampling = joins[j].card.sampling;
+                queue.push(jc);
+            }
+            if (ev.step == 2) queue.push(kev::JoiningCard{99, {}, greedy(3), {}, {}});  // refused by name
+        };
+        const auto live = runCards(*m, first, context, o);
+        QVERIFY(mixed);
+        QVERIFY(boundHeld);
+        QCOMPARE(refused, std::int64_t(1));
+        QCOMPARE(cardOfJoin.size(), joins.size());
+        QCOMPARE(live.cards.size(), first.size() + joins.size());
+        auto expectSolo = [&](const kev::CardResult& got, const kev::TokenCard& card, bool shares, const QString& who) {
+            const auto alone = runCards(*m, {card}, shares ? context : std::vector<kev::TokenId>{});
+            const auto& a = alone.cards[0];
+            QVERIFY2(got.finish != kev::FinishReason::NonFinite, qPrintable(who + " read a freed slot"));
+            if (got.finish == kev::FinishReason::Cancelled) {
+                QVERIFY(got.tokens.size() < a.tokens.size());
+                QVERIFY(std::equal(got.tokens.begin(), got.tokens.end(), a.tokens.begin()));
+                QVERIFY(std::equal(got.logits.begin(), got.logits.end(), a.logits.begin()));
+                return;
+            }
+            QCOMPARE(got.tokens, a.tokens);
+            QVERIFY2(got.logits == a.logits, qPrintable(who + ": live logits are not the bits of the solo run"));
+        };
+        for (std::size_t c = 0; c < first.size(); ++c)
+            expectSolo(live.cards[c], first[c], true, QString("card %1").arg(c));
+        for (const auto& [tag, card] : cardOfJoin) {
+            expectSolo(live.cards[static_cast<std::size_t>(card)], joins[tag].card, joins[tag].shares,
+                       QString("joined card %1 (tag %2)").arg(card).arg(tag));
+            if (QTest::currentTestFailed()) return;
+        }
+        QCOMPARE(live.cards[static_cast<std::size_t>(cardOfJoin[4])].finish, kev::FinishReason::Cancelled);
+    }
+
+    // The same board run twice with a prefix cache, the second time with one card edited
+    // in its last token, one card duplicated (another seed) and one new card: every card's
+    // logits are the bits of a run without the cache, and what was computed before is
+    // copied (the shared context, each unchanged card's whole blocks, the edited card's
+    // blocks before the edit).
+    void prefixCacheGivesTheRecomputedBits_data() {
+        addLiveRows();
+    }
+
+    void prefixCacheGivesTheRecomputedBits() {
+        QFETCH(QString, preset);
+        QFETCH(QString, precision);
+        const auto m = loadTinyAs(preset, precision);
+        QVERIFY(m);
+        constexpr std::int64_t B = kev::PrefixCache::kBlockTokens;
+        const int vocab = static_cast<int>(m->config().vocab_size);
+        std::mt19937 rng(static_cast<unsigned>(qHash(preset + precision) % 1000 + 7));
+        const auto context = randomPrompt(rng, vocab, 37, 37);  // blocks 0-1 whole, block 2 shared with the cards
+        std::vector<kev::TokenCard> board;
+        for (int c = 0; c < 4; ++c) {
+            kev::SamplingSettings st = greedy(6);
+            if (c % 2) st.temperature = 0.8f, st.seed = 77 + static_cast<std::uint64_t>(c);
+            board.push_back({randomPrompt(rng, vocab, 20, 40), st});
+        }
+        kev::PrefixCache cache(256ll << 20);
+        kev::RunOptions withCache;
+        withCache.prefix_cache = &cache;
+        const auto first = runCards(*m, board, context, withCache);
+        QVERIFY(cache.stats().blocks > 0);
+        for (const auto& c : first.cards) QCOMPARE(c.stats.reused_tokens, std::int64_t(0));  // nothing stored yet
+
+        auto second = board;
+        second[1].prompt.back() = (second[1].prompt.back() + 1) % vocab;  // edited in its last token
+        second.push_back(board[2]);                                         // Duplicate, another seed
+        second.back().sampling.seed = 991;
+        second.back().sampling.temperature = 0.9f;
+        second.push_back({randomPrompt(rng, vocab, 10, 20), greedy(5)});    // a new card
+        const auto again = runCards(*m, second, context, withCache);
+        const auto fresh = runCards(*m, second, context);
+        for (std::size_t c = 0; c < second.size(); ++c) {
+            QCOMPARE(again.cards[c].tokens, fresh.cards[c].tokens);
+            QVERIFY2(again.cards[c].logits == fresh.cards[c].logits,
+                     qPrintable(QString("card %1: logits with the prefix cache are not the recomputed bits").arg(c)));
+            const auto total = static_cast<std::int64_t>(context.size() + second[c].prompt.size());
+            // Whole blocks before the last prompt token, less the shared context's part.
+            const std::int64_t stored = (total - 1) / B * B - static_cast<std::int64_t>(context.size());
+            const std::int64_t reused = again.cards[c].stats.reused_tokens;
+            // The edited card (1) too: its blocks end before its last (edited) token. The
+            // duplicate (4) reuses its source's; the new card (5) nothing of its own.
+            QCOMPARE(reused, c == 5 ? std::int64_t(0) : std::max<std::int64_t>(0, stored));
+        }
+        // The first run's answers were stored too: the same board again reuses the
+        // unchanged cards' whole conversation blocks and still gives the same bits.
+        const auto third = runCards(*m, board, context, withCache);
+        QCOMPARE(third.cards[0].logits, first.cards[0].logits);
+        QCOMPARE(third.cards[3].tokens, first.cards[3].tokens);
+    }
+
+    // The cache itself: a block is found only for the same whole prefix and state;
+    // prompts that differ in the last token of a block share nothing from that block on;
+    // LoRA on / off / merged never share; least recently used blocks go first; another
+    // model empties it.
+    void prefixCacheNeverServesAnotherPrefixOrState() {
+        const kev::Model& m = *models_[1];
+        constexpr std::int64_t B = kev::PrefixCache::kBlockTokens;
+        kev::KvCache kv = m.make_cache(200);
+        for (std::int64_t l = 0; l < kv.layers(); ++l) {
+            kv.keys(l).copy_(at::randn_like(kv.keys(l)));
+            kv.values(l).copy_(at::randn_like(kv.values(l)));
+        }
+        std::mt19937 rng(5);
+        const auto tokens = randomPrompt(rng, 512, 50, 50);
+        const std::int64_t blockBytes = 2 * kv.layers() * m.config().kv_size() * B * 4;
+        kev::PrefixCache cache(10 * blockBytes);
+        cache.bind(m);
+        const kev::PrefixState off;
+        kev::PrefixState perRow{kev::PrefixState::Lora::PerRow, 1.0f}, merged{kev::PrefixState::Lora::Merged, 1.0f};
+        cache.store(tokens, 50, off, kv, {0, 100});  // positions at slots 100..
+        QCOMPARE(cache.stats().blocks, std::int64_t(3));
+        QCOMPARE(cache.match(tokens, off, 50), 3 * B);
+        QCOMPARE(cache.match(tokens, off, 47), 2 * B);
+        QCOMPARE(cache.match(tokens, perRow, 50), std::int64_t(0));
+        QCOMPARE(cache.match(tokens, merged, 50), std::int64_t(0));
+        QCOMPARE(cache.match(tokens, kev::PrefixState{kev::PrefixState::Lora::PerRow, 0.5f}, 50), std::int64_t(0));
+        auto edited = tokens;
+        edited[2 * B - 1] += 1;  // the last token of block 1
+        QCOMPARE(cache.match(edited, off, 50), B);
+        edited = tokens;
+        edited[0] += 1;          // the first token: nothing is shared
+        QCOMPARE(cache.match(edited, off, 50), std::int64_t(0));
+        // Restored keys and values are the stored ones, at the slots asked, positions recorded.
+        kev::KvCache other = m.make_cache(200);
+        cache.restore(tokens, off, 5, 3 * B, other, {0, 20});
+        for (std::int64_t l = 0; l < kv.layers(); ++l) {
+            QVERIFY(at::equal(other.keys(l).narrow(1, 25, 3 * B - 5), kv.keys(l).narrow(1, 105, 3 * B - 5)));
+            QVERIFY(at::equal(other.values(l).narrow(1, 25, 3 * B - 5), kv.values(l).narrow(1, 105, 3 * B - 5)));
+        }
+        QCOMPARE(other.slot_positions()[25], std::int64_t(5));
+        QString refusal;
+        try {
+            cache.restore(edited, off, 0, B, other, {0, 20});
+        } catch (const kev::Error& e) {
+            refusal = QString::fromStdString(e.what());
+        }
+        QVERIFY2(refusal.contains("not stored"), qPrintable(refusal));
+        // LRU: 3 + 7 blocks fill the budget; touching the first prompt keeps it when more come.
+        const auto second = randomPrompt(rng, 512, 7 * B, 7 * B);
+        cache.store(second, 7 * B, perRow, kv, {0, 0});
+        QCOMPARE(cache.stats().blocks, std::int64_t(10));
+        QCOMPARE(cache.match(tokens, off, 50), 3 * B);
+        const auto third = randomPrompt(rng, 512, 2 * B, 2 * B);
+        cache.store(third, 2 * B, off, kv, {0, 0});
+        QCOMPARE(cache.stats().blocks, std::int64_t(10));
+        QCOMPARE(cache.stats().evicted_blocks, std::int64_t(2));
+        QCOMPARE(cache.match(tokens, off, 50), 3 * B);
+        QCOMPARE(cache.match(second, perRow, 7 * B), std::int64_t(0));  // its first two blocks went
+        QVERIFY(cache.stats().bytes <= cache.stats().budget_bytes);
+        cache.bind(*models_[0]);
+        QCOMPARE(cache.stats().blocks, std::int64_t(0));
+        QCOMPARE(cache.match(tokens, off, 50), std::int64_t(0));
     }
 
     void cancellingTheRunStopsEveryCardWithinOneStep() {

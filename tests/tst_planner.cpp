@@ -46,6 +46,12 @@ PackPlan pack(const std::vector<CardPrompt>& cards, const std::vector<TokenId>& 
     return kev::build_pack_plan(cards, shared, l);
 }
 
+kev::PlannerOptions eosOptions(std::vector<TokenId> eos) {
+    kev::PlannerOptions o;
+    o.end_of_sequence = std::move(eos);
+    return o;
+}
+
 std::vector<SampleResult> tokens(std::initializer_list<TokenId> t) {
     std::vector<SampleResult> out;
     for (TokenId x : t) out.push_back({x, false});
@@ -66,6 +72,7 @@ QString errorOf(const std::function<void()>& f) {
 // A cache that stores, per slot, the token and position written there.
 struct ToyCache {
     std::vector<std::optional<std::pair<TokenId, std::int64_t>>> slots;
+    std::vector<bool> freed;  // the slot was part of a region given back
 };
 
 // "Logits" that depend only on the (position, token) pairs a row may read, like
@@ -92,65 +99,99 @@ std::vector<float> toy_logits(const ToyCache& cache, const std::uint8_t* mask_ro
 struct ToyResult {
     std::vector<std::vector<TokenId>> generated;
     std::vector<FinishReason> reasons;
+    std::int64_t cache_slots = 0;  // the planner's high-water mark
+    std::int64_t max_prompt_rows_beside_answers = 0;
+    std::int64_t reused_slots = 0;  // writes into slots of a freed region
 };
 
-// Runs the whole loop over a pack. `hook(planner, step)` runs before each next_step.
-// Checks on the way that every slot is written once, inside its card's region, and
-// that each card's slots are consecutive from its region's start.
+// Called before each next_step with the step's index: may add cards (pushing their
+// samplers) or cancel some.
+using ToyHook = std::function<void(Planner&, std::int64_t, std::vector<kev::Sampler>&)>;
+
+// Runs the whole loop over a pack. Checks on the way that every slot is written once
+// between frees, inside its card's region, that each card's slots are consecutive from
+// its region's start, and that every row reads exactly its card's span. Regions the
+// planner frees are emptied: a row reading one later gets NaN logits (NonFinite).
 void run_toy(const std::vector<CardPrompt>& cards, const std::vector<TokenId>& shared,
              const std::vector<SamplingSettings>& settings, std::int64_t context_length,
-             ToyResult& out, const std::function<void(Planner&, std::int64_t)>& hook = {}) {
+             ToyResult& out, const ToyHook& hook = {}, kev::PlannerOptions options = {}) {
     const PackPlan p = pack(cards, shared, context_length);
-    Planner planner(p, kev::PlannerOptions{{kEos}});
+    options.end_of_sequence = {kEos};
+    Planner planner(p, options);
     std::vector<kev::Sampler> samplers;
     for (const SamplingSettings& s : settings) samplers.emplace_back(s);
     ToyCache cache;
-    cache.slots.resize(static_cast<std::size_t>(p.cache_slots));
-    std::vector<std::int64_t> next_slot(cards.size());
-    for (std::size_t c = 0; c < cards.size(); ++c) next_slot[c] = p.card(static_cast<std::int32_t>(c)).slot_begin;
+    std::map<std::int32_t, std::int64_t> next_slot;  // per card, its next slot to write
+    out = ToyResult{};
 
-    auto write = [&](TokenId token, std::int64_t position, std::int64_t slot, std::int32_t segment) {
-        QVERIFY2(!cache.slots[static_cast<std::size_t>(slot)], "a slot was written twice");
-        if (segment != PackPlan::kSharedSegment) {
-            const auto region = planner.region(segment);
-            QVERIFY(slot >= region.first && slot < region.second);
-            QCOMPARE(slot, next_slot[static_cast<std::size_t>(segment)]);
-            ++next_slot[static_cast<std::size_t>(segment)];
+    auto write = [&](const kev::StepRow& r) {
+        QVERIFY(r.read.reads(r.slot));
+        QVERIFY2(!cache.slots[static_cast<std::size_t>(r.slot)], "a slot was written twice");
+        if (r.card == PackPlan::kSharedSegment) {
+            QVERIFY(r.slot < p.shared_length);
+            QCOMPARE(r.position, r.slot);
+            QVERIFY(r.read.shared_end == 0 && r.read.begin == 0 && r.read.end == r.slot + 1);
+        } else {
+            const auto region = planner.region(r.card);
+            QVERIFY(r.slot >= region.first && r.slot < region.second);
+            auto it = next_slot.emplace(r.card, region.first).first;
+            QCOMPARE(r.slot, it->second);
+            ++it->second;
+            QCOMPARE(r.read.begin, region.first);
+            QCOMPARE(r.read.end, r.slot + 1);
+            QVERIFY(r.read.shared_end == 0 || r.read.shared_end == p.shared_length);
+            QCOMPARE(r.position, r.read.shared_end + (r.slot - region.first));
         }
-        cache.slots[static_cast<std::size_t>(slot)] = std::make_pair(token, position);
+        cache.slots[static_cast<std::size_t>(r.slot)] = std::make_pair(r.token, r.position);
+        if (cache.freed[static_cast<std::size_t>(r.slot)]) ++out.reused_slots;
     };
 
-    for (std::int64_t guard = 0; !planner.done(); ++guard) {
-        QVERIFY(guard < 1000);
-        if (hook) hook(planner, guard);
+    for (std::int64_t guard = 0;; ++guard) {
+        QVERIFY(guard < 2000);
+        if (hook) hook(planner, guard, samplers);
+        if (QTest::currentTestFailed()) return;
+        if (planner.done()) break;
         const StepPlan step = planner.next_step();
+        QCOMPARE(step.index, guard);
+        if (options.max_cache_slots > 0) QVERIFY(planner.cache_slots() <= options.max_cache_slots);
+        const auto slots = static_cast<std::size_t>(std::max<std::int64_t>(planner.cache_slots(), p.cache_slots));
+        cache.slots.resize(slots);
+        cache.freed.resize(slots, false);
+        for (const auto& [begin, end] : planner.take_freed()) {
+            for (std::int64_t s = begin; s < end; ++s) {
+                cache.slots[static_cast<std::size_t>(s)].reset();
+                cache.freed[static_cast<std::size_t>(s)] = true;
+            }
+        }
         if (step.rows.empty()) break;
-        std::vector<std::uint8_t> mask;
-        std::int64_t kv = 0;
-        if (step.kind == StepKind::Prefill) {
-            for (std::int64_t r = 0; r < p.rows(); ++r) write(p.tokens[r], p.positions[r], p.slots[r], p.segments[r]);
-            mask = kev::prefill_slot_mask(p);
-            kv = p.prefill_kv_len();
-        } else {
-            for (const kev::StepRow& r : step.rows) write(r.token, r.position, r.slot, r.card);
-            mask = kev::step_slot_mask(step);
-            kv = step.kv_len;
+        std::int64_t answering = 0;
+        for (const kev::StepRow& r : step.rows) {
+            write(r);
+            answering += r.prompt ? 0 : 1;
         }
         if (QTest::currentTestFailed()) return;
-        QCOMPARE(kv, step.kv_len);
+        if (answering > 0) {
+            out.max_prompt_rows_beside_answers = std::max(out.max_prompt_rows_beside_answers, step.prompt_rows);
+            // The chunk beside answering cards: as asked, or as many rows as they have (at least 4).
+            const std::int64_t bound = options.prompt_rows_beside_answers > 0 ? options.prompt_rows_beside_answers
+                                                                               : std::max(kev::kMinPromptChunk, answering);
+            QVERIFY2(step.prompt_rows <= bound, "a step carried more prompt rows beside answering cards than allowed");
+        }
+        const std::vector<std::uint8_t> mask = kev::step_slot_mask(step);
+        const std::int64_t kv = step.kv_len;
         std::vector<SampleResult> samples;
-        for (const kev::StepRow& r : step.rows) {
-            std::vector<float> logits = toy_logits(cache, mask.data() + r.output_row * kv, kv);
-            samples.push_back(samplers[static_cast<std::size_t>(r.card)].sample(logits.data(), logits.size(),
-                                                                                 planner.history(r.card)));
+        for (const kev::StepOutput& o : step.outputs) {
+            std::vector<float> logits = toy_logits(cache, mask.data() + o.row * kv, kv);
+            samples.push_back(samplers[static_cast<std::size_t>(o.card)].sample(logits.data(), logits.size(),
+                                                                                 planner.history(o.card)));
         }
         planner.accept(step, samples);
-        for (const kev::StepRow& r : step.rows) {
-            const kev::CardProgress& c = planner.card(r.card);
-            if (c.active && c.generated.back() == kStop) planner.report_stop_string(r.card);
+        for (const kev::StepOutput& o : step.outputs) {
+            const kev::CardProgress& c = planner.card(o.card);
+            if (c.active && c.generated.back() == kStop) planner.report_stop_string(o.card);
         }
     }
-    out = ToyResult{};
+    out.cache_slots = planner.cache_slots();
     for (std::int32_t c = 0; c < planner.cards(); ++c) {
         out.generated.push_back(planner.card(c).generated);
         QVERIFY(planner.card(c).finish.has_value());
@@ -166,25 +207,37 @@ private Q_SLOTS:
     void prefillThenDecodeAppendsInsideEachRegion() {
         // Shared 2; card 0: prompt 3, 3 new -> region [2, 8); card 1: prompt 2, 3 new -> [8, 13).
         const PackPlan p = pack({{ids(3), 3}, {ids(2, 20), 3}}, {1, 2});
-        Planner planner(p, kev::PlannerOptions{{kEos}});
+        Planner planner(p, eosOptions({kEos}));
         QCOMPARE(planner.region(0), std::make_pair(std::int64_t(2), std::int64_t(8)));
         QCOMPARE(planner.region(1), std::make_pair(std::int64_t(8), std::int64_t(13)));
 
+        // The first step is the whole pack, row for row as the PackPlan lays it out, and
+        // its mask is the pack's prefill mask: one rule, from the same spans.
         StepPlan s0 = planner.next_step();
         QCOMPARE(s0.index, std::int64_t(0));
         QVERIFY(s0.kind == StepKind::Prefill);
-        QCOMPARE(s0.rows.size(), std::size_t(2));
-        QCOMPARE(s0.rows[0].output_row, p.output_rows[0]);
-        QCOMPARE(s0.rows[1].output_row, p.output_rows[1]);
-        QCOMPARE(s0.rows[1].token, TokenId(21));
-        QCOMPARE(s0.rows[1].position, std::int64_t(3));
-        QCOMPARE(s0.rows[1].slot, std::int64_t(9));
+        QCOMPARE(s0.rows.size(), std::size_t(p.rows()));
+        QCOMPARE(s0.prompt_rows, p.rows());
+        for (std::int64_t r = 0; r < p.rows(); ++r) {
+            QCOMPARE(s0.rows[r].token, p.tokens[r]);
+            QCOMPARE(s0.rows[r].position, p.positions[r]);
+            QCOMPARE(s0.rows[r].slot, p.slots[r]);
+            QCOMPARE(s0.rows[r].card, p.segments[r]);
+            QCOMPARE(s0.rows[r].read.begin, kev::read_span(p, r).begin);
+            QCOMPARE(s0.rows[r].read.end, kev::read_span(p, r).end);
+            QCOMPARE(s0.rows[r].read.shared_end, kev::read_span(p, r).shared_end);
+        }
+        QCOMPARE(s0.outputs.size(), std::size_t(2));
+        QCOMPARE(s0.outputs[0].row, p.output_rows[0]);
+        QCOMPARE(s0.outputs[1].row, p.output_rows[1]);
         QCOMPARE(s0.kv_len, p.prefill_kv_len());
-        QCOMPARE(errorOf([&] { kev::step_slot_mask(s0); }).contains("prefill_slot_mask"), true);
+        QCOMPARE(kev::step_slot_mask(s0), kev::prefill_slot_mask(p));
         planner.accept(s0, tokens({5, 6}));
 
         StepPlan s1 = planner.next_step();
         QVERIFY(s1.kind == StepKind::Decode);
+        QCOMPARE(s1.outputs.size(), std::size_t(2));
+        QCOMPARE(s1.outputs[1].row, std::int64_t(1));
         QCOMPARE(s1.index, std::int64_t(1));
         QCOMPARE(s1.rows[0].token, TokenId(5));
         QCOMPARE(s1.rows[0].position, std::int64_t(5));  // 2 shared + 3 prompt
@@ -192,8 +245,8 @@ private Q_SLOTS:
         QCOMPARE(s1.rows[1].token, TokenId(6));
         QCOMPARE(s1.rows[1].position, std::int64_t(4));  // 2 shared + 2 prompt
         QCOMPARE(s1.rows[1].slot, std::int64_t(10));
-        QCOMPARE(s1.rows[1].read_begin, std::int64_t(8));
-        QCOMPARE(s1.rows[1].output_row, std::int64_t(1));
+        QCOMPARE(s1.rows[1].read.begin, std::int64_t(8));
+        QCOMPARE(s1.rows[1].read.shared_end, std::int64_t(2));
         QCOMPARE(s1.kv_len, std::int64_t(11));
         planner.accept(s1, tokens({7, 8}));
 
@@ -222,7 +275,7 @@ private Q_SLOTS:
         const PackPlan p = pack({{ids(2), 10}, {ids(2), 2}, {ids(2), 10}, {ids(2), 10}, {ids(6), 10}, {ids(2), 10}},
                                 {}, 8);
         QCOMPARE(p.card(4).decode_slots, std::int64_t(2));
-        Planner planner(p, kev::PlannerOptions{{kEos, 39}});
+        Planner planner(p, eosOptions({kEos, 39}));
         StepPlan s = planner.next_step();
         std::vector<SampleResult> r = tokens({5, 5, 5, 5, 5, 5});
         r[3] = SampleResult{-1, true};
@@ -235,6 +288,7 @@ private Q_SLOTS:
 
         s = planner.next_step();
         QCOMPARE(s.rows.size(), std::size_t(3));  // cards 0, 1, 4
+        QCOMPARE(s.outputs.size(), std::size_t(3));
         QCOMPARE(s.rows[2].card, 4);
         planner.accept(s, tokens({39, 6, 6}));
         QVERIFY(planner.card(0).finish == FinishReason::EndOfSequence);
@@ -281,7 +335,7 @@ private Q_SLOTS:
         const PackPlan p = pack({{ids(2), 10}, {ids(2), 10}}, {});
         Planner planner(p, kev::PlannerOptions{});
         const StepPlan s0 = planner.next_step();
-        QVERIFY(errorOf([&] { planner.accept(s0, tokens({1})); }).contains("1 samples for a step of 2 rows"));
+        QVERIFY(errorOf([&] { planner.accept(s0, tokens({1})); }).contains("1 samples for a step of 2 outputs"));
         QVERIFY(errorOf([&] { planner.accept(s0, tokens({1, -4})); }).contains("sampled token id -4"));
         QVERIFY(planner.card(0).generated.empty());
         planner.accept(s0, tokens({1, 1}));
@@ -382,9 +436,10 @@ private Q_SLOTS:
             const int victim = uniform(0, n - 1);
             const std::int64_t at = uniform(1, 6);
             ToyResult cancelled;
-            run_toy(cards, shared, settings, 64, cancelled, [&](Planner& planner, std::int64_t step) {
-                if (step == at) planner.request_cancel(victim);
-            });
+            run_toy(cards, shared, settings, 64, cancelled,
+                    [&](Planner& planner, std::int64_t step, std::vector<kev::Sampler>&) {
+                        if (step == at) planner.request_cancel(victim);
+                    });
             if (QTest::currentTestFailed()) return;
             for (int c = 0; c < n; ++c) {
                 if (c == victim) continue;
@@ -401,6 +456,218 @@ private Q_SLOTS:
                 QCOMPARE(cut, whole);  // it had finished on its own before the cancel
             }
         }
+    }
+
+    // A card joins a running pack: it reads its prompt in chunks beside the answering
+    // card (which keeps getting its row every step), then answers; rows and masks as drawn.
+    void joiningCardReadsItsPromptInChunksBesideAnsweringCards() {
+        // Shared 2; card 0: prompt 3, 6 new -> region [2, 11).
+        const PackPlan p = pack({{ids(3), 6}}, {1, 2});
+        kev::PlannerOptions o = eosOptions({kEos});
+        o.prompt_rows_beside_answers = 2;
+        Planner planner(p, o);
+        planner.accept(planner.next_step(), tokens({5}));
+        // Card 1 shares the context: prompt 5, 2 new -> region [11, 18), positions from 2.
+        QCOMPARE(planner.add_card({ids(5, 20), 2}, true), 1);
+        QVERIFY(planner.card(1).phase == kev::CardPhase::Waiting);
+        QCOMPARE(planner.region(1), std::make_pair(std::int64_t(-1), std::int64_t(-1)));
+
+        StepPlan s1 = planner.next_step();
+        QCOMPARE(planner.region(1), std::make_pair(std::int64_t(11), std::int64_t(18)));
+        QCOMPARE(planner.cache_slots(), std::int64_t(18));
+        QVERIFY(s1.kind == StepKind::Mixed);
+        QCOMPARE(s1.rows.size(), std::size_t(3));
+        QCOMPARE(s1.prompt_rows, std::int64_t(2));
+        QCOMPARE(s1.outputs.size(), std::size_t(1));  // card 1 has not read its prompt yet
+        QCOMPARE(s1.outputs[0].card, 0);
+        QCOMPARE(s1.rows[1].card, 1);
+        QCOMPARE(s1.rows[1].position, std::int64_t(2));
+        QCOMPARE(s1.rows[2].slot, std::int64_t(12));
+        planner.accept(s1, tokens({6}));
+        QCOMPARE(planner.card(1).prompt_done, std::int64_t(2));
+        planner.accept(planner.next_step(), tokens({7}));
+
+        // The last token of its prompt: card 1 samples its first token from that row.
+        StepPlan s3 = planner.next_step();
+        QCOMPARE(s3.rows.size(), std::size_t(2));
+        QCOMPARE(s3.outputs.size(), std::size_t(2));
+        QCOMPARE(s3.outputs[1].card, 1);
+        QCOMPARE(s3.outputs[1].row, std::int64_t(1));
+        QCOMPARE(s3.kv_len, std::int64_t(16));
+        QCOMPARE(QString::fromStdString(kev::mask_picture(kev::step_slot_mask(s3), 2, 16)),
+                 QStringLiteral("xxxxxxxx........\n"
+                                "xx.........xxxxx\n"));
+        planner.accept(s3, tokens({8, 30}));
+        StepPlan s4 = planner.next_step();
+        QVERIFY(s4.kind == StepKind::Decode);
+        QCOMPARE(s4.rows[1].token, TokenId(30));
+        QCOMPARE(s4.rows[1].position, std::int64_t(7));  // 2 shared + 5 prompt
+        QCOMPARE(s4.rows[1].slot, std::int64_t(16));
+        planner.accept(s4, tokens({9, 31}));
+        QVERIFY(planner.card(1).finish == FinishReason::MaxTokens);
+        QCOMPARE(planner.history(1), (std::vector<TokenId>{1, 2, 20, 21, 22, 23, 24, 30, 31}));
+        // A card that does not share the context reads from position 0 and never the
+        // shared slots.
+        QCOMPARE(planner.add_card({ids(2, 25), 3}, false), 2);
+        StepPlan s5 = planner.next_step();
+        QCOMPARE(s5.rows.back().position, std::int64_t(1));
+        QCOMPARE(s5.rows.back().read.shared_end, std::int64_t(0));
+        QCOMPARE(planner.history(2), (std::vector<TokenId>{25, 26}));
+    }
+
+    // Regions of finished cards go back to a pool; a card that does not fit waits for one.
+    void freedRegionsAreReusedAndWaitingCardsGetRoom() {
+        // Card 0: prompt 2, 2 new -> [0, 4); card 1: prompt 2, 6 new -> [4, 12).
+        const PackPlan p = pack({{ids(2), 2}, {ids(2, 20), 6}}, {});
+        kev::PlannerOptions o = eosOptions({kEos});
+        o.max_cache_slots = 12;
+        Planner planner(p, o);
+        planner.accept(planner.next_step(), tokens({5, 5}));
+        QCOMPARE(planner.add_card({ids(3, 25), 1}, false), 2);  // region of 4: no room yet
+        StepPlan s1 = planner.next_step();
+        QVERIFY(planner.card(2).phase == kev::CardPhase::Waiting);
+        QCOMPARE(s1.rows.size(), std::size_t(2));
+        planner.accept(s1, tokens({6, 6}));
+        QVERIFY(planner.card(0).finish == FinishReason::MaxTokens);
+        QVERIFY(planner.take_freed().empty());  // freed at the next step, not before
+        StepPlan s2 = planner.next_step();
+        QCOMPARE(planner.take_freed(), (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 4}}));
+        QCOMPARE(planner.region(2), std::make_pair(std::int64_t(0), std::int64_t(4)));
+        QCOMPARE(planner.cache_slots(), std::int64_t(12));
+        QCOMPARE(s2.rows.size(), std::size_t(4));  // card 1's token, card 2's prompt
+        planner.accept(s2, tokens({7, 8}));
+        QVERIFY(planner.card(2).finish == FinishReason::MaxTokens);
+        // Freed regions join: [0, 4) and then card 1's [4, 12) make one region of 12.
+        planner.request_cancel(1);
+        QCOMPARE(planner.add_card({ids(8, 25), 4}, false), 3);
+        StepPlan s3 = planner.next_step();
+        QCOMPARE(planner.region(3), std::make_pair(std::int64_t(0), std::int64_t(12)));
+        QCOMPARE(s3.rows.size(), std::size_t(8));
+    }
+
+    void addCardRefusesWhatCanNeverRunAndChangesNothing() {
+        const PackPlan p = pack({{ids(2), 4}}, {1, 2, 3}, 20);
+        kev::PlannerOptions o = eosOptions({kEos});
+        o.max_cache_slots = 16;
+        o.vocab_size = 40;
+        Planner planner(p, o);
+        QVERIFY(errorOf([&] { planner.add_card({{}, 4}, true); }).contains("card 2 has an empty prompt"));
+        QVERIFY(errorOf([&] { planner.add_card({ids(2), 0}, true); }).contains("max new tokens must be at least 1"));
+        QVERIFY(errorOf([&] { planner.add_card({ids(18), 4}, true); })
+                    .contains("18 tokens long (+ 3 of shared context), more than the model's context of 20"));
+        QVERIFY(errorOf([&] { planner.add_card({{1, 40}, 4}, false); }).contains("token 1 has id 40"));
+        QVERIFY(errorOf([&] { planner.add_card({ids(10), 4}, false); }).contains("needs 14 cache slots"));
+        QCOMPARE(planner.cards(), 1);
+        QCOMPARE(planner.add_card({ids(10), 3}, false), 1);  // 13 slots beside the shared 3: fits
+    }
+
+    // Random live schedules: cards join a running pack at random steps (sharing the
+    // context or not), some are cancelled, prompts are read in chunks of random size, and
+    // a tight cache makes cards wait for freed regions. Every card's answer is the one it
+    // gives alone (a cancelled card's is a prefix of it); freed regions are emptied, so a
+    // row reading one after it was freed would give NaN logits and a NonFinite ending.
+    void randomLiveSchedulesGiveEveryCardItsAloneAnswer() {
+        std::mt19937 rng(23);
+        auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+        std::int64_t joined = 0, waited = 0, reused = 0, cancelled = 0, chunked_steps = 0, sharing_joins = 0;
+        for (int trial = 0; trial < 200; ++trial) {
+            const std::int64_t context = uniform(20, 48);
+            const std::vector<TokenId> shared = trial % 3 ? ids(uniform(1, 6), 30) : std::vector<TokenId>{};
+            const int total = uniform(1, 16);
+            const int initial = uniform(1, total);
+            struct Card {
+                CardPrompt prompt;
+                SamplingSettings settings;
+                bool shares = false;
+                std::int64_t join_at = 0;     // step before which it is added (initial cards: 0)
+                std::int64_t cancel_at = -1;  // step before which it is cancelled (-1: never)
+            };
+            std::vector<Card> cards;
+            for (int c = 0; c < total; ++c) {
+                Card k;
+                for (int t = uniform(1, 10); t > 0; --t) k.prompt.tokens.push_back(static_cast<TokenId>(uniform(1, 39)));
+                k.prompt.max_new_tokens = uniform(1, 20);
+                if (uniform(0, 2) > 0) k.settings.temperature = 0.5f + 0.1f * static_cast<float>(uniform(0, 10));
+                if (uniform(0, 3) == 0) k.settings.repetition_penalty = 1.3f;
+                k.settings.seed = static_cast<std::uint64_t>(uniform(0, 1 << 30));
+                k.shares = !shared.empty() && (c < initial || uniform(0, 1) == 1);
+                k.join_at = c < initial ? 0 : uniform(1, 25);
+                if (uniform(0, 4) == 0) k.cancel_at = k.join_at + uniform(0, 12);
+                cards.push_back(k);
+            }
+            std::vector<CardPrompt> first;
+            std::vector<SamplingSettings> first_settings;
+            std::int64_t largest = 0;
+            for (int c = 0; c < total; ++c) {
+                const Card& k = cards[static_cast<std::size_t>(c)];
+                const auto sh = static_cast<std::int64_t>(k.shares ? shared.size() : 0);
+                const auto len = static_cast<std::int64_t>(k.prompt.tokens.size());
+                largest = std::max(largest, len + std::min(k.prompt.max_new_tokens, context - sh - len));
+                if (c < initial) {
+                    first.push_back(k.prompt);
+                    first_settings.push_back(k.settings);
+                }
+            }
+            kev::PlannerOptions options;
+            options.prompt_rows = uniform(0, 1) ? 0 : uniform(1, 12);
+            options.prompt_rows_beside_answers = uniform(0, 8);  // 0: as many as the answering cards
+            if (uniform(0, 1)) {
+                options.max_cache_slots = std::max(pack(first, shared, context).cache_slots,
+                                                   static_cast<std::int64_t>(shared.size()) + largest) + uniform(0, 10);
+            }
+            std::vector<std::int32_t> index(static_cast<std::size_t>(total), -1);
+            for (int c = 0; c < initial; ++c) index[static_cast<std::size_t>(c)] = c;
+            ToyResult live;
+            run_toy(first, shared, first_settings, context, live,
+                    [&](Planner& planner, std::int64_t step, std::vector<kev::Sampler>& samplers) {
+                        for (int c = initial; c < total; ++c) {
+                            const Card& k = cards[static_cast<std::size_t>(c)];
+                            if (k.join_at != step) continue;
+                            index[static_cast<std::size_t>(c)] = planner.add_card(k.prompt, k.shares);
+                            samplers.emplace_back(k.settings);
+                            ++joined;
+                            sharing_joins += k.shares ? 1 : 0;
+                        }
+                        for (int c = 0; c < total; ++c) {
+                            const std::int32_t i = index[static_cast<std::size_t>(c)];
+                            if (i < 0) continue;
+                            if (cards[static_cast<std::size_t>(c)].cancel_at == step) planner.request_cancel(i);
+                            if (planner.card(i).phase == kev::CardPhase::Waiting) ++waited;
+                        }
+                    },
+                    options);
+            if (QTest::currentTestFailed()) return;
+            reused += live.reused_slots;
+            if (live.max_prompt_rows_beside_answers > 0) ++chunked_steps;
+
+            for (int c = 0; c < total; ++c) {
+                const Card& k = cards[static_cast<std::size_t>(c)];
+                const std::int32_t i = index[static_cast<std::size_t>(c)];
+                if (i < 0) continue;  // its join step came after the run had ended
+                ToyResult alone;
+                run_toy({k.prompt}, k.shares ? shared : std::vector<TokenId>{}, {k.settings}, context, alone);
+                if (QTest::currentTestFailed()) return;
+                const auto& got = live.generated[static_cast<std::size_t>(i)];
+                const FinishReason why = live.reasons[static_cast<std::size_t>(i)];
+                QVERIFY(why != FinishReason::NonFinite);
+                if (why == FinishReason::Cancelled) {
+                    ++cancelled;
+                    QVERIFY(got.size() <= alone.generated[0].size());
+                    QVERIFY(std::equal(got.begin(), got.end(), alone.generated[0].begin()));
+                } else {
+                    QCOMPARE(got, alone.generated[0]);
+                    QVERIFY(why == alone.reasons[0]);
+                }
+            }
+        }
+        // The schedules reach what they are meant to: joins (sharing the context too),
+        // prompts read beside answering cards, waits for room, reuse and cancels.
+        QVERIFY(joined > 300);
+        QVERIFY(sharing_joins > 50);
+        QVERIFY(chunked_steps > 50);
+        QVERIFY(waited > 0);
+        QVERIFY(reused > 0);
+        QVERIFY(cancelled > 20);
     }
 };
 

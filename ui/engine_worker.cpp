@@ -137,13 +137,23 @@ void ModelLoader::load(const QString& path, const LoadSettings& settings) {
 
 // ---- EngineWorker (worker thread) ---------------------------------------------------
 
-EngineWorker::EngineWorker() = default;
+namespace {
+// What the prefix cache may hold: KEV_PREFIX_CACHE_MB, else 512 MiB (0 keeps nothing).
+std::int64_t prefixCacheBudget() {
+    bool ok = false;
+    const qint64 mb = qEnvironmentVariableIntValue("KEV_PREFIX_CACHE_MB", &ok);
+    return (ok && mb >= 0 ? mb : 512) << 20;
+}
+}  // namespace
+
+EngineWorker::EngineWorker() : prefixCache_(std::make_unique<kev::PrefixCache>(prefixCacheBudget())) {}
 
 EngineWorker::~EngineWorker() = default;
 
 void EngineWorker::adopt(const SessionHandle& session, const ModelInfo& info) {
     session_ = session;
     info_ = info;
+    prefixCache_->clear();  // another model (it may even sit at the old one's address)
     Q_EMIT modelLoaded(info);
 }
 
@@ -183,7 +193,7 @@ void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const Ca
         Q_EMIT runFailed(id, messageOf(e));
         return;
     }
-    kev::LocalEngine engine(*session_, defaults);
+    kev::LocalEngine engine(*session_, defaults, prefixCache_.get());
     answer(id, engine, request, cancel,
            [&](const kev::PreparedPack& pack) { Q_EMIT runStarted(id, makePreview(pack, cardOfRequest)); });
 }

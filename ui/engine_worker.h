@@ -92,6 +92,10 @@ private:
     SessionHandle session_;
     ModelInfo info_;
     QString loraError_;  // why the last adapter asked for could not be attached
+    // Keys and values of earlier runs' prompts: a re-run recomputes only what changed.
+    // Emptied when another model is adopted (the cache also empties itself when the
+    // adapter changes).
+    std::unique_ptr<kev::PrefixCache> prefixCache_;
 };
 
 // Owns the worker thread; the window's single entry point to the local engine, and the

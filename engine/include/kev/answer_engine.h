@@ -50,7 +50,11 @@ public:
 // session's attached adapter.
 class LocalEngine final : public AnswerEngine {
 public:
-    explicit LocalEngine(const Session& session, TemperatureDefaults defaults = {});
+    // `prefix_cache` (may be null, then nothing is kept between runs): keys and values of
+    // earlier runs' prompts, reused by later runs (RunOptions::prefix_cache); its owner
+    // keeps it across runs of one loaded model.
+    explicit LocalEngine(const Session& session, TemperatureDefaults defaults = {},
+                         PrefixCache* prefix_cache = nullptr);
     std::string describe() const override;
     bool gives_token_ids() const override { return true; }
     GenerationResult answer(const GenerationRequest& request, const RunOptions& options,
@@ -59,6 +63,7 @@ public:
 private:
     const Session& session_;
     TemperatureDefaults defaults_;
+    PrefixCache* prefix_cache_ = nullptr;
 };
 
 // Where a card alone and in the pack first differ: the token index (engines with token

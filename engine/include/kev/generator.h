@@ -1,13 +1,17 @@
-// Packed generation: N cards answered together. One prefill forward carries every
-// prompt; each later step is one forward with one row per still-active card.
+// Packed generation: N cards answered together. The first forward carries every prompt;
+// each later step is one forward with one row per answering card, plus chunks of the
+// prompts of cards that joined the running pack.
 //
-//   cards --prepare()--> PackPlan --run()--> forward --> Sampler --> StepEvent --> UI/CLI
+//   cards --prepare()--> PackPlan --run()--> plan step --> batch --> forward --> sample --> stream
+//                                              ^ Planner    step_batch  Model     CardStream (per card)
 //
 // prepare() turns questions into chat prompts, tokens and a PackPlan (what the pack
-// view draws); run() executes it with a Planner deciding each step, one Sampler per
-// card (its own settings and random generator) and one StreamDecoder per card (whole
-// UTF-8 characters only, stop strings across tokens). A card's answer never depends on
-// the other cards of the pack: that is the isolation invariant the tests check.
+// view draws); run() executes it with a Planner deciding each step and one CardStream
+// per card (its Sampler with its own settings and random generator, its StreamDecoder
+// for whole UTF-8 characters and stop strings, its stats). Cards may join a running
+// pack (RunOptions::joins) and leave it (cancel). A card's answer never depends on the
+// other cards of the pack, nor on when it joined: that is the isolation invariant the
+// tests check.
 #pragma once
 
 #include <atomic>
@@ -23,6 +27,7 @@
 #include "kev/lora.h"
 #include "kev/pack_plan.h"
 #include "kev/planner.h"
+#include "kev/prefix_cache.h"
 #include "kev/sampling.h"
 #include "kev/tokenizer.h"
 
@@ -62,8 +67,9 @@ struct TokenCard {
 struct CardStats {
     std::int64_t prompt_tokens = 0;      // its own prompt, without the shared context
     std::int64_t generated_tokens = 0;
-    double time_to_first_token_s = 0.0;  // from the start of the run
+    double time_to_first_token_s = 0.0;  // from the start of the run (a joining card: from its join)
     double tokens_per_s = 0.0;           // generated / time since its first token
+    std::int64_t reused_tokens = 0;      // of prompt_tokens, copied from the prefix cache (not computed)
 };
 
 // What changed for one card during a step.
@@ -75,10 +81,22 @@ struct CardUpdate {
     CardStats stats;
 };
 
+// A card that joined the running pack at this step (or was refused).
+struct JoinedCard {
+    std::uint64_t tag = 0;               // JoiningCard::tag, as the caller gave it
+    std::int32_t card = -1;              // its index in the run (GenerationResult::cards); -1: refused
+    std::string error;                   // why it was refused
+};
+
 struct StepEvent {
-    std::int64_t step = 0;               // 0 = prefill
+    std::int64_t step = 0;               // 0 = the first forward
     StepKind kind = StepKind::Prefill;
-    std::int32_t active_cards = 0;       // rows of this step's forward
+    std::int32_t active_cards = 0;       // cards that sampled a token this step
+    std::int64_t rows = 0;               // rows of this step's forward
+    std::int64_t prompt_rows = 0;        // of which prompt tokens (cards reading their prompt)
+    std::vector<JoinedCard> joined;
+    std::int64_t kv_bytes_in_use = 0;    // the shared context and the running cards' regions
+    std::int64_t prefix_cache_bytes = 0; // held by RunOptions::prefix_cache (0 without one)
     double step_s = 0.0;                 // this step: forward + sampling
     double elapsed_s = 0.0;              // since the start of the run
     double aggregate_tokens_per_s = 0.0; // generated tokens of all cards / decode time
@@ -153,6 +171,30 @@ private:
     std::size_t n_ = 0;
 };
 
+// A card that joins a running pack: a whole token prompt (the shared context's tokens
+// first, when it has the run's shared context), as Generator::prepare_join makes it.
+struct JoiningCard {
+    std::uint64_t tag = 0;                 // the caller's id for it, echoed in StepEvent::joined
+    std::vector<TokenId> prompt;
+    SamplingSettings sampling;             // temperature resolved (prepare_join does it)
+    LoraUse lora = {};
+    std::string prompt_text;               // for the caller's view; not read by the run
+};
+
+// Cards waiting to join a running pack: pushed from any thread, taken by the run between
+// steps (thread-safe).
+class JoinQueue {
+public:
+    JoinQueue();
+    ~JoinQueue();
+    void push(JoiningCard card);
+    std::vector<JoiningCard> take();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
 struct PreparedPack {
     PackPlan plan;
     std::vector<std::string> prompts;      // each card's whole prompt text (shared part included)
@@ -171,7 +213,22 @@ struct RunOptions {
     // path the tests compare the fast paths with; slower for larger packs.
     bool dense_mask = false;
     std::function<void(const StepEvent&)> on_step;
+    // Per-card cancels; a card that joined later has the next index (flags past
+    // CancelFlags::size() are never set, so make it as large as the run may grow).
     CancelFlags* cancel = nullptr;         // may be null
+    // Cards that join the running pack: taken before every step (may be null). The run
+    // ends when every card has finished and the queue is empty.
+    JoinQueue* joins = nullptr;
+    // Prompt rows one step carries beside answering cards: a joining card reads its prompt
+    // in chunks of this many tokens, so the answering cards wait one chunk at most.
+    // 0: as many as the answering cards (PlannerOptions::prompt_rows_beside_answers).
+    std::int64_t prompt_rows_beside_answers = 0;
+    // Keys and values kept across runs (may be null): cards start from the blocks of their
+    // prompt found there, and store theirs when they finish. The run owns it while it runs.
+    PrefixCache* prefix_cache = nullptr;
+    // Tests: fill a finished card's cache region with NaN when it is freed, so a row that
+    // read it after free would show in its logits.
+    bool poison_freed = false;
 };
 
 class Generator {
@@ -189,6 +246,11 @@ public:
     // naming the card (blank question, bad settings, too long for the context).
     PreparedPack prepare(const GenerationRequest& request,
                          const TemperatureDefaults& defaults = {}) const;
+    // One card to join a run of `request`'s pack (its shared context and system message
+    // as prepare() would give them): chat-formatted and tokenized, the temperature
+    // resolved. Throws InvalidArgument as prepare() does.
+    JoiningCard prepare_join(const GenerationRequest& request, const CardRequest& card,
+                             const TemperatureDefaults& defaults = {}) const;
     // The same for token prompts (no chat formatting).
     PreparedPack prepare_tokens(const std::vector<TokenCard>& cards,
                                 const std::vector<TokenId>& shared_context,
@@ -213,6 +275,13 @@ public:
     void set_memory_budget(std::int64_t bytes) { memory_budget_ = bytes; }
 
 private:
+    struct Rendered {
+        std::string text;
+        std::vector<TokenId> tokens;
+    };
+    // One card's chat prompt (system message, shared context, question) and its tokens.
+    Rendered render(const GenerationRequest& request, const CardRequest& card, std::size_t index) const;
+
     const Model& model_;
     Model* mutable_model_ = nullptr;  // set when merging is allowed
     const Tokenizer* tokenizer_;

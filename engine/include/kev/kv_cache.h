@@ -51,6 +51,14 @@ public:
     // read), useful to make stale data obvious when debugging.
     void clear_slots(std::int64_t begin, std::int64_t end);
 
+    // Grows the cache to `slots` slots (no effect when it has as many already), keeping
+    // every slot's content: a live pack's cache grows as cards join. Throws OutOfMemory
+    // (naming the size; the cache is then unchanged) when the allocation fails.
+    void grow(std::int64_t slots);
+    // Fills slots [begin, end) with NaN in every layer: a freed region poisoned so that a
+    // read after free shows in the logits (tests). Throws InvalidArgument out of range.
+    void poison_slots(std::int64_t begin, std::int64_t end);
+
     // The RoPE position of the token stored in each slot (-1: never written), kept by the
     // forward as it writes and moved by copy_slots: sliding-window layers read a slot only
     // when its position is within the window of the reading row's.

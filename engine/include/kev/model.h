@@ -19,6 +19,7 @@
 #include "kev/config.h"
 #include "kev/kv_cache.h"
 #include "kev/lora.h"
+#include "kev/pack_plan.h"
 #include "kev/weights.h"
 
 namespace kev {
@@ -30,15 +31,11 @@ struct ForwardBatch {
     std::vector<std::int64_t> slots;        // [S] cache slot each row's key/value is written to
     std::int64_t kv_len = 0;                // rows attend over cache slots [0, kv_len)
     std::vector<std::uint8_t> mask;         // [S * kv_len] row-major, 1 = row may read slot
-    // Optional, instead of `mask` (the decode layout): row r reads exactly the cache slots
-    // [0, reads[r].shared_end) and [reads[r].begin, reads[r].end): the shared context and
-    // its own region up to itself. Only those slots are gathered and read, so a step's
-    // attention cost follows each card's own length, not the whole pack's.
-    struct RowRead {
-        std::int64_t shared_end = 0;
-        std::int64_t begin = 0;
-        std::int64_t end = 0;
-    };
+    // Optional, instead of `mask`: row r reads exactly the cache slots of reads[r] (the
+    // isolation rule, pack_plan.h's ReadSpan: the shared context and its own card's slots
+    // up to itself). Only those slots are read, so a step's attention cost follows each
+    // card's own length, not the whole pack's.
+    using RowRead = ReadSpan;
     std::vector<RowRead> reads;             // [S] or empty (then `mask` is used)
     std::vector<std::int64_t> output_rows;  // rows whose logits are returned, in this order
     // Optional, the unmerged LoRA path: row r adds lora_scales[r] x alpha/r times the
@@ -49,7 +46,7 @@ struct ForwardBatch {
 
 // Slot owner marks for build_attention_mask.
 constexpr std::int32_t kEmptySlot = -1;      // never read
-constexpr std::int32_t kSharedSegment = -2;  // shared context: readable by every segment
+constexpr std::int32_t kSharedSegment = PackPlan::kSharedSegment;  // shared context: readable by every segment
 
 // The isolation rule, as a pure function. Row r may read slot j when
 //   slot j belongs to r's segment (or to the shared context), and

@@ -42,6 +42,25 @@ namespace kev {
 
 using TokenId = std::int32_t;  // same alias as kev/tokenizer.h
 
+// THE isolation rule, written once. Every row a forward computes (a prompt token, a
+// shared-context token, a fed-back answer token) reads exactly the cache slots
+//   [0, shared_end)   the shared context, when its card shares it (0 otherwise), and
+//   [begin, end)      its own card's slots, from the card's first up to itself.
+// The planner gives every row its span; the forward reads those slots and no other
+// (model.h's ForwardBatch::reads); the dense reference mask, the pack view's picture
+// and the tests' grids are all drawn from the same spans (span_mask).
+struct ReadSpan {
+    std::int64_t shared_end = 0;
+    std::int64_t begin = 0;
+    std::int64_t end = 0;
+
+    bool reads(std::int64_t slot) const { return (slot >= 0 && slot < shared_end) || (slot >= begin && slot < end); }
+};
+
+// The spans as a dense, row-major [spans * kv_len] grid, 1 where the row reads the slot.
+// Throws InvalidArgument for a span that is not ordered inside [0, kv_len).
+std::vector<std::uint8_t> span_mask(const std::vector<ReadSpan>& spans, std::int64_t kv_len);
+
 // One question card's input to the builder: its prompt, already chat-formatted and
 // tokenized by the caller, and how many tokens it may generate.
 struct CardPrompt {
@@ -111,7 +130,14 @@ PackPlan build_pack_plan(const std::vector<CardPrompt>& cards,
                          const std::vector<TokenId>& shared_context,
                          const PackLimits& limits);
 
-// The isolation rule over the prefill rows. Row i may attend to row j when
+// The read span of a prefill row: a shared-context row reads the shared context up to
+// itself; a card's row reads the shared context and its own prompt up to itself.
+ReadSpan read_span(const PackPlan& plan, std::int64_t row);
+// read_span of every row, in row order.
+std::vector<ReadSpan> read_spans(const PackPlan& plan);
+
+// The isolation rule over the prefill rows (read_span, seen from rows instead of slots).
+// Row i may attend to row j when
 //   j <= i and (j is in i's segment, or j is in the shared context).
 // Card rows therefore see their own prefix and the whole shared context; shared rows
 // see the shared prefix only; no card ever sees another card.
@@ -133,9 +159,9 @@ bool may_attend(const PackPlan& plan, std::int64_t row_i, std::int64_t row_j);
 std::vector<std::uint8_t> dense_row_mask(const PackPlan& plan);
 
 // The prefill mask over cache slots: row-major [S * prefill_kv_len()], 1 where the
-// slot holds a row that row i may attend to. Decode reserves between the cards' prompts
-// are never read. Equal to model.h's build_attention_mask fed with the plan's segments,
-// positions and slots.
+// slot holds a row that row i may attend to (span_mask of the rows' read_span). Decode
+// reserves between the cards' prompts are never read. Equal to model.h's
+// build_attention_mask fed with the plan's segments, positions and slots.
 std::vector<std::uint8_t> prefill_slot_mask(const PackPlan& plan);
 
 // A grid as text, one line per row, 'x' = 1 and '.' = 0, lines ended by '\n'

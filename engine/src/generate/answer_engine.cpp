@@ -6,8 +6,8 @@
 
 namespace kev {
 
-LocalEngine::LocalEngine(const Session& session, TemperatureDefaults defaults)
-    : session_(session), defaults_(defaults) {}
+LocalEngine::LocalEngine(const Session& session, TemperatureDefaults defaults, PrefixCache* prefix_cache)
+    : session_(session), defaults_(defaults), prefix_cache_(prefix_cache) {}
 
 std::string LocalEngine::describe() const {
     const std::string& path = session_.path();
@@ -23,6 +23,7 @@ GenerationResult LocalEngine::answer(const GenerationRequest& request, const Run
     RunOptions run = options;
     run.ignore_end_of_sequence = run.ignore_end_of_sequence || request.ignore_end_of_sequence;
     run.logprobs = std::max(run.logprobs, request.logprobs);
+    if (!run.prefix_cache) run.prefix_cache = prefix_cache_;
     return generator.run(pack, run);
 }
 

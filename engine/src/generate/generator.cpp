@@ -8,12 +8,15 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include <ATen/ATen.h>
 
 #include "kev/detokenizer.h"
 #include "kev/error.h"
 #include "kev/model.h"
+#include "generate/card_stream.h"
+#include "generate/step_batch.h"
 
 namespace kev {
 
@@ -39,9 +42,7 @@ std::vector<TokenId> end_ids(const Model& model, const Tokenizer* tokenizer) {
     return ids;
 }
 
-std::vector<std::int64_t> widen(const std::vector<TokenId>& v) {
-    return std::vector<std::int64_t>(v.begin(), v.end());
-}
+constexpr std::size_t kJoiningCard = static_cast<std::size_t>(-1);  // render()'s index for a card not yet in a run
 
 }  // namespace
 
@@ -55,6 +56,26 @@ void CancelFlags::cancel(std::size_t card) {
 
 bool CancelFlags::card(std::size_t card) const {
     return card < n_ && cards_[card].load(std::memory_order_relaxed);
+}
+
+struct JoinQueue::Impl {
+    std::mutex mutex;
+    std::vector<JoiningCard> cards;
+};
+
+JoinQueue::JoinQueue() : impl_(std::make_unique<Impl>()) {}
+JoinQueue::~JoinQueue() = default;
+
+void JoinQueue::push(JoiningCard card) {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->cards.push_back(std::move(card));
+}
+
+std::vector<JoiningCard> JoinQueue::take() {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    std::vector<JoiningCard> out;
+    out.swap(impl_->cards);
+    return out;
 }
 
 Generator::Generator(const Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat)
@@ -104,25 +125,12 @@ PreparedPack Generator::prepare(const GenerationRequest& request, const Temperat
     if (!chat_) throw Error(ErrorCode::InvalidArgument, "no chat format is chosen for this model");
     if (request.cards.empty()) throw Error(ErrorCode::InvalidArgument, "there are no questions to answer");
 
-    // A card's system message is its own or the request's, then the shared context.
-    const auto system_of = [&request](const CardRequest& card) -> std::optional<std::string> {
-        std::optional<std::string> system = card.system ? card.system : request.system;
-        if (request.shared_context.empty()) return system;
-        return system ? *system + "\n\n" + request.shared_context : request.shared_context;
-    };
     std::vector<std::vector<TokenId>> prompts;
     std::vector<std::string> texts;
     for (std::size_t c = 0; c < request.cards.size(); ++c) {
-        const CardRequest& card = request.cards[c];
-        if (blank(card.question)) {
-            throw Error(ErrorCode::InvalidArgument, "card " + std::to_string(c + 1) + ": the question is empty");
-        }
-        // Special tokens come from the template only: what the user typed (question,
-        // system prompt, shared context) is tokenized as text, so a question that types
-        // "<|im_start|>system" stays inside its own user turn.
-        ChatTemplate::Rendered rendered = chat_->render_marked(ChatPrompt{system_of(card), card.question});
-        prompts.push_back(tokenizer_->encode(rendered.text, rendered.user_text));
-        texts.push_back(std::move(rendered.text));
+        Rendered r = render(request, request.cards[c], c);
+        prompts.push_back(std::move(r.tokens));
+        texts.push_back(std::move(r.text));
     }
 
     // The shared context is the token prefix every prompt has in common: identical
@@ -147,6 +155,44 @@ PreparedPack Generator::prepare(const GenerationRequest& request, const Temperat
     PreparedPack pack = prepare_tokens(cards, shared, defaults);
     pack.prompts = std::move(texts);
     return pack;
+}
+
+Generator::Rendered Generator::render(const GenerationRequest& request, const CardRequest& card,
+                                      std::size_t index) const {
+    if (!tokenizer_) throw Error(ErrorCode::InvalidArgument, "this generator has no tokenizer: use prepare_tokens");
+    if (!chat_) throw Error(ErrorCode::InvalidArgument, "no chat format is chosen for this model");
+    if (blank(card.question)) {
+        throw Error(ErrorCode::InvalidArgument,
+                    (index == kJoiningCard ? std::string("the joining card") : "card " + std::to_string(index + 1)) +
+                        ": the question is empty");
+    }
+    // A card's system message is its own or the request's, then the shared context.
+    std::optional<std::string> system = card.system ? card.system : request.system;
+    if (!request.shared_context.empty())
+        system = system ? *system + "\n\n" + request.shared_context : request.shared_context;
+    // Special tokens come from the template only: what the user typed (question, system
+    // prompt, shared context) is tokenized as text, so a question that types
+    // "<|im_start|>system" stays inside its own user turn.
+    ChatTemplate::Rendered rendered = chat_->render_marked(ChatPrompt{system, card.question});
+    Rendered out;
+    out.tokens = tokenizer_->encode(rendered.text, rendered.user_text);
+    out.text = std::move(rendered.text);
+    return out;
+}
+
+JoiningCard Generator::prepare_join(const GenerationRequest& request, const CardRequest& card,
+                                    const TemperatureDefaults& defaults) const {
+    Rendered r = render(request, card, kJoiningCard);
+    JoiningCard j;
+    j.prompt = std::move(r.tokens);
+    j.prompt_text = std::move(r.text);
+    std::vector<SamplingSettings> sampling{card.sampling};
+    resolve_temperatures(sampling, defaults);
+    j.sampling = sampling.front();
+    j.sampling.validate();
+    j.lora = card.lora;
+    j.lora.validate();
+    return j;
 }
 
 PreparedPack Generator::prepare_tokens(const std::vector<TokenCard>& cards, const std::vector<TokenId>& shared_context,
@@ -189,9 +235,8 @@ LoraMode Generator::lora_mode(const PreparedPack& pack) const {
 GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& options) const {
     const auto t_start = Clock::now();
     const PackPlan& plan = pack.plan;
-    const std::int32_t n_cards = plan.cards();
     const std::int64_t vocab = model_.config().vocab_size;
-    if (!pack.lora.empty() && static_cast<std::int32_t>(pack.lora.size()) != n_cards)
+    if (!pack.lora.empty() && static_cast<std::int32_t>(pack.lora.size()) != plan.cards())
         throw Error(ErrorCode::InvalidArgument, "the pack's LoRA settings do not match its cards");
 
     // LoRA: merge for a uniform run, otherwise the base weights plus per-row updates.
@@ -202,186 +247,209 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
     } else if (model_.merged_lora_scale()) {
         throw Error(ErrorCode::InvalidArgument, "the model has a LoRA adapter merged in; run with a generator that may unmerge it");
     }
-    auto row_lora = [&](std::int32_t card) {
-        const LoraUse& u = pack.lora[static_cast<std::size_t>(card)];
-        return u.enabled ? u.scale : 0.0f;
-    };
+    std::vector<LoraUse> lora = pack.lora;
+    lora.resize(static_cast<std::size_t>(plan.cards()));
+    // The shared context's keys and values were computed with the first card's LoRA use
+    // (prepare_tokens shares it only between cards that agree).
+    const LoraUse shared_lora = lora.front();
+    auto scale_of = [](const LoraUse& u) { return u.enabled ? u.scale : 0.0f; };
 
     const std::vector<TokenId> eos = end_ids(model_, tokenizer_);
-    const std::int64_t sampled_vocab = tokenizer_ ? std::min<std::int64_t>(vocab, tokenizer_->vocab_size()) : vocab;
-    PlannerOptions planner_options;
-    if (!options.ignore_end_of_sequence) planner_options.end_of_sequence = eos;
-    Planner planner(plan, planner_options);
+    SampleContext sample_ctx;
+    sample_ctx.vocab = vocab;
+    sample_ctx.sampled_vocab = tokenizer_ ? std::min<std::int64_t>(vocab, tokenizer_->vocab_size()) : vocab;
+    sample_ctx.end_of_sequence = &eos;
+    sample_ctx.ignore_end_of_sequence = options.ignore_end_of_sequence;
+    sample_ctx.logprobs = options.logprobs;
+    sample_ctx.keep_logits = options.keep_logits;
 
-    std::vector<Sampler> samplers;
-    std::vector<std::unique_ptr<StreamDecoder>> decoders;
-    GenerationResult result;
-    result.cards.resize(static_cast<std::size_t>(n_cards));
-    for (std::int32_t c = 0; c < n_cards; ++c) {
-        samplers.emplace_back(pack.sampling[static_cast<std::size_t>(c)]);
-        CardResult& r = result.cards[static_cast<std::size_t>(c)];
-        r.seed = samplers.back().seed();
-        r.temperature = pack.sampling[static_cast<std::size_t>(c)].temperature_or_default();
-        r.stats.prompt_tokens = plan.card(c).length();
-        if (tokenizer_) {
-            decoders.push_back(std::make_unique<StreamDecoder>(
-                *tokenizer_, pack.sampling[static_cast<std::size_t>(c)].stop_strings));
+    // Every card's tokens from position 0 (the shared context first when it reads it) and
+    // the adapter state that computes them: what the prefix cache is keyed by.
+    const std::vector<TokenId> shared_tokens(plan.tokens.begin(), plan.tokens.begin() + plan.shared_length);
+    auto state_of = [&](const LoraUse& u) {
+        PrefixState st;
+        if (u.enabled) {
+            st.lora = lora_mode == LoraMode::Merged ? PrefixState::Lora::Merged : PrefixState::Lora::PerRow;
+            st.lora_scale = u.scale;
         }
+        return st;
+    };
+    struct CardKey {
+        std::vector<TokenId> tokens;
+        bool shares = false;
+    };
+    std::vector<CardKey> keys;
+    for (std::int32_t c = 0; c < plan.cards(); ++c) {
+        const PackSegment& seg = plan.card(c);
+        CardKey k{shared_tokens, plan.shared_length > 0};
+        k.tokens.insert(k.tokens.end(), plan.tokens.begin() + seg.row_begin, plan.tokens.begin() + seg.row_end);
+        keys.push_back(std::move(k));
     }
 
     KvCache cache = model_.make_cache(plan.cache_slots);
-    result.cache_bytes = cache.bytes();
+    PrefixCache* prefix = options.prefix_cache;
+    if (prefix) prefix->bind(model_);
+
+    const PackLimits pack_limits = limits();
+    PlannerOptions planner_options;
+    if (!options.ignore_end_of_sequence) planner_options.end_of_sequence = eos;
+    planner_options.prompt_rows_beside_answers = std::max<std::int64_t>(0, options.prompt_rows_beside_answers);
+    planner_options.max_cache_slots = pack_limits.max_cache_slots > 0 ? std::max(pack_limits.max_cache_slots, plan.cache_slots) : 0;
+    planner_options.vocab_size = vocab;
+    if (prefix) {
+        // The shared context's stored blocks go to its slots; each card's own stored
+        // blocks to its region when it gets one.
+        const PrefixState shared_state = state_of(shared_lora);
+        const std::int64_t found = prefix->match(shared_tokens, shared_state, plan.shared_length);
+        prefix->restore(shared_tokens, shared_state, 0, found, cache, {plan.shared_length, 0});
+        planner_options.shared_done = found;
+        planner_options.on_admit = [&](std::int32_t card, std::int64_t region_begin) -> std::int64_t {
+            const CardKey& k = keys[static_cast<std::size_t>(card)];
+            const PrefixState st = state_of(lora[static_cast<std::size_t>(card)]);
+            const std::int64_t own_start = k.shares ? plan.shared_length : 0;
+            const std::int64_t found = prefix->match(k.tokens, st, static_cast<std::int64_t>(k.tokens.size()) - 1);
+            if (found <= own_start) return 0;
+            prefix->restore(k.tokens, st, own_start, found, cache, {own_start, region_begin});
+            return found - own_start;
+        };
+    }
+    Planner planner(plan, planner_options);
+    // A finished card's computed prefix (prompt read so far and the answer fed back) goes
+    // to the prefix cache before its region is freed.
+    auto store = [&](std::int32_t c) {
+        const CardProgress& p = planner.card(c);
+        const auto [begin, end] = planner.region(c);
+        if (!prefix || begin < 0 || p.finish == FinishReason::NonFinite) return;
+        const CardKey& k = keys[static_cast<std::size_t>(c)];
+        const std::int64_t own_start = k.shares ? plan.shared_length : 0;
+        std::vector<TokenId> tokens(k.tokens.begin(), k.tokens.begin() + own_start + p.prompt_done);
+        if (p.prompt_done == static_cast<std::int64_t>(k.tokens.size()) - own_start)
+            tokens.insert(tokens.end(), p.generated.begin(), p.generated.begin() + p.answer_fed);
+        const std::int64_t valid = p.prompt_done > 0 || !k.shares ? static_cast<std::int64_t>(tokens.size())
+                                                                  : std::min(planner.shared_done(), own_start);
+        prefix->store(tokens, valid, state_of(lora[static_cast<std::size_t>(c)]), cache, {own_start, begin});
+    };
+
+    std::vector<CardStream> streams;
+    streams.reserve(static_cast<std::size_t>(plan.cards()));
+    for (std::int32_t c = 0; c < plan.cards(); ++c)
+        streams.emplace_back(pack.sampling[static_cast<std::size_t>(c)], tokenizer_, plan.card(c).length(), 0.0);
+
+    GenerationResult result;
     result.prefill_tokens = plan.rows();
 
-    std::vector<double> first_token_s(static_cast<std::size_t>(n_cards), -1.0);
+    // Cards joining the running pack become planner cards (or are refused, with why).
+    auto admit = [&](JoiningCard& j, StepEvent& event) {
+        JoinedCard joined;
+        joined.tag = j.tag;
+        try {
+            j.sampling.validate();
+            j.lora.validate();
+            if (j.lora.enabled && !model_.lora()) throw Error(ErrorCode::InvalidArgument, "LoRA is on but no adapter is loaded");
+            if (lora_mode == LoraMode::Merged && !(j.lora == shared_lora))
+                throw Error(ErrorCode::InvalidArgument,
+                            "this run has the adapter merged at another setting: it can join the next run");
+            // It reads the stored shared context when its prompt starts with it, and the
+            // context was computed with the same adapter use.
+            const bool shares = !shared_tokens.empty() && j.lora == shared_lora &&
+                                j.prompt.size() > shared_tokens.size() &&
+                                std::equal(shared_tokens.begin(), shared_tokens.end(), j.prompt.begin());
+            CardPrompt prompt;
+            prompt.tokens.assign(j.prompt.begin() + (shares ? static_cast<std::ptrdiff_t>(shared_tokens.size()) : 0),
+                                 j.prompt.end());
+            prompt.max_new_tokens = j.sampling.max_new_tokens;
+            keys.push_back({j.prompt, shares});
+            lora.push_back(j.lora);
+            try {
+                joined.card = planner.add_card(prompt, shares);
+            } catch (...) {
+                keys.pop_back();
+                lora.pop_back();
+                throw;
+            }
+            streams.emplace_back(j.sampling, tokenizer_, static_cast<std::int64_t>(prompt.tokens.size()),
+                                 seconds_since(t_start));
+        } catch (const Error& e) {
+            joined.card = -1;
+            joined.error = e.what();
+        }
+        event.joined.push_back(std::move(joined));
+    };
+
     double decode_start_s = 0.0;
     std::int64_t decode_tokens = 0;
-    std::vector<float> scratch(static_cast<std::size_t>(vocab));
-
-    while (!planner.done()) {
+    std::int64_t joined_prompt_rows = 0;
+    for (;;) {
+        StepEvent event;
+        if (options.joins) {
+            for (JoiningCard& j : options.joins->take()) admit(j, event);
+        }
+        if (planner.done()) break;
         if (options.cancel) {
             if (options.cancel->all()) planner.request_cancel_all();
-            for (std::int32_t c = 0; c < n_cards; ++c) {
+            for (std::int32_t c = 0; c < planner.cards(); ++c) {
                 if (options.cancel->card(static_cast<std::size_t>(c))) planner.request_cancel(c);
             }
         }
         const auto t_step = Clock::now();
+        // --- plan ---
         const StepPlan step = planner.next_step();
-        StepEvent event;
+        for (const auto& [begin, end] : planner.take_freed()) {
+            if (options.poison_freed) cache.poison_slots(begin, end);
+        }
+        cache.grow(planner.cache_slots());
         event.step = step.index;
         event.kind = step.kind;
-        event.active_cards = static_cast<std::int32_t>(step.rows.size());
+        event.active_cards = static_cast<std::int32_t>(step.outputs.size());
+        event.rows = static_cast<std::int64_t>(step.rows.size());
+        event.prompt_rows = step.prompt_rows;
         event.lora_mode = lora_mode;
 
-        std::vector<SampleResult> samples;
-        std::vector<TokenDetail> details;  // per row of this step (options.logprobs > 0)
         if (!step.rows.empty()) {
-            ForwardBatch batch;
-            if (step.kind == StepKind::Prefill) {
-                batch.tokens = widen(plan.tokens);
-                batch.positions = plan.positions;
-                batch.slots = plan.slots;
-                batch.kv_len = step.kv_len;
-                if (options.dense_mask) {  // the reference path (tests, benchmarks)
-                    batch.mask = prefill_slot_mask(plan);
-                } else {
-                    // Each row reads the shared context and its own card's slots up to
-                    // itself: the forward attends per card, never over the whole pack.
-                    batch.reads.resize(batch.tokens.size());
-                    for (const PackSegment& seg : plan.segment_table) {
-                        const std::int64_t shared_end = seg.segment == PackPlan::kSharedSegment ? 0 : plan.shared_length;
-                        for (std::int64_t r = seg.row_begin; r < seg.row_end; ++r)
-                            batch.reads[static_cast<std::size_t>(r)] = {shared_end, seg.slot_begin, plan.slots[r] + 1};
-                    }
-                }
-                if (lora_mode == LoraMode::PerCard) {
-                    // Shared rows exist only when every card has the same LoRA use.
-                    for (std::int32_t seg : plan.segments) batch.lora_scales.push_back(row_lora(seg < 0 ? 0 : seg));
-                }
-            } else {
-                // Each card reads only the shared context and its own region (not the
-                // whole pack): the forward gathers exactly those slots.
-                for (const StepRow& row : step.rows) {
-                    batch.tokens.push_back(row.token);
-                    batch.positions.push_back(row.position);
-                    batch.slots.push_back(row.slot);
-                    batch.reads.push_back({step.shared_length, row.read_begin, row.slot + 1});
-                    if (lora_mode == LoraMode::PerCard) batch.lora_scales.push_back(row_lora(row.card));
-                }
-                batch.kv_len = step.kv_len;
-                if (options.dense_mask) {  // the reference path (tests, benchmarks)
-                    batch.reads.clear();
-                    batch.mask = step_slot_mask(step);
-                }
-            }
-            for (const StepRow& row : step.rows) batch.output_rows.push_back(row.output_row);
-
-            at::Tensor logits = model_.forward(batch, cache).to(at::kCPU).contiguous();  // [rows, V] fp32
+            // --- batch, forward ---
+            const bool per_row_lora =
+                lora_mode != LoraMode::Merged &&
+                std::any_of(step.rows.begin(), step.rows.end(), [&](const StepRow& r) {
+                    return r.card == PackPlan::kSharedSegment ? shared_lora.enabled : lora[static_cast<std::size_t>(r.card)].enabled;
+                });
+            const ForwardBatch batch =
+                step_batch(step, options.dense_mask, per_row_lora, scale_of(shared_lora),
+                           [&](std::int32_t card) { return scale_of(lora[static_cast<std::size_t>(card)]); });
+            if (step.index > 0) joined_prompt_rows += step.prompt_rows;
+            const at::Tensor logits = model_.forward(batch, cache).to(at::kCPU).contiguous();  // [outputs, V] fp32
+            // --- sample ---
             const float* base = logits.data_ptr<float>();
-            for (std::size_t i = 0; i < step.rows.size(); ++i) {
-                const std::int32_t c = step.rows[i].card;
-                CardResult& r = result.cards[static_cast<std::size_t>(c)];
-                std::copy(base + i * vocab, base + (i + 1) * vocab, scratch.begin());
-                if (options.keep_logits) r.logits.emplace_back(scratch.begin(), scratch.end());
-                // Ids past the tokenizer's vocabulary (the padding rows some models add to
-                // their embedding, e.g. Qwen's 151936 for ~151665 tokens) have no text:
-                // never sampled, never offered as alternatives.
-                if (sampled_vocab < vocab)
-                    std::fill(scratch.begin() + sampled_vocab, scratch.end(), std::numeric_limits<float>::lowest());
-                LogitSummary summary;
-                if (options.logprobs > 0) {
-                    summary = summarize_logits(scratch.data(), scratch.size(), options.logprobs);
-                    r.logprobs.push_back(summary.top);
-                }
-                if (options.ignore_end_of_sequence) {
-                    for (TokenId id : eos) {
-                        if (id >= 0 && id < vocab) scratch[static_cast<std::size_t>(id)] = std::numeric_limits<float>::lowest();
-                    }
-                }
-                // The history (shared context + prompt + answer) is copied only for the
-                // repetition penalty, its one reader: not on every step of every card.
-                Sampler& sampler = samplers[static_cast<std::size_t>(c)];
-                const std::vector<TokenId> history =
-                    sampler.settings().repetition_penalty != 1.0f ? planner.history(c) : std::vector<TokenId>{};
-                samples.push_back(sampler.sample(scratch.data(), scratch.size(), history));
-                if (options.logprobs > 0) {
-                    // The chosen token's log-probability from the row as the model gave
-                    // it (`scratch` now holds the sampler's penalised, scaled copy).
-                    TokenDetail d;
-                    d.id = samples.back().token;
-                    if (d.id >= 0 && d.id < vocab) {
-                        const float chosen = base[i * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(d.id)];
-                        d.logprob = static_cast<float>(static_cast<double>(chosen) - summary.log_z);
-                    }
-                    d.entropy = static_cast<float>(summary.entropy);
-                    for (const auto& [id, lp] : r.logprobs.back()) d.top.push_back({id, std::string(), lp});
-                    details.push_back(std::move(d));
-                }
+            std::vector<SampleResult> samples;
+            for (std::size_t i = 0; i < step.outputs.size(); ++i) {
+                const std::int32_t c = step.outputs[i].card;
+                CardStream& stream = streams[static_cast<std::size_t>(c)];
+                // The history is copied only for the repetition penalty, its one reader.
+                samples.push_back(stream.sample(base + i * static_cast<std::size_t>(vocab), sample_ctx,
+                                                stream.wants_history() ? planner.history(c) : std::vector<TokenId>{}));
             }
             planner.accept(step, samples);
         }
 
+        // --- stream ---
         const double now_s = seconds_since(t_start);
-        if (step.kind == StepKind::Prefill) {
-            result.prefill_s = now_s;
-            decode_start_s = now_s;
-        }
-        for (std::size_t i = 0; i < step.rows.size(); ++i) {
-            const std::int32_t c = step.rows[i].card;
-            const CardProgress& progress = planner.card(c);
-            CardResult& r = result.cards[static_cast<std::size_t>(c)];
+        if (step.index == 0) result.prefill_s = decode_start_s = now_s;
+        for (const StepOutput& o : step.outputs) {
+            const std::int32_t c = o.card;
+            CardStream& stream = streams[static_cast<std::size_t>(c)];
             CardUpdate update;
             update.card = c;
             // The planner keeps every sampled token except an end-of-sequence id.
-            if (progress.generated.size() > r.tokens.size()) {
-                const TokenId token = progress.generated.back();
-                r.tokens.push_back(token);
+            const std::vector<TokenId>& generated = planner.card(c).generated;
+            if (generated.size() > stream.result().tokens.size()) {
+                const TokenId token = generated.back();
                 update.tokens.push_back(token);
-                if (!details.empty()) {
-                    // Text only for the tokens kept: an end-of-sequence step has none.
-                    TokenDetail& d = details[i];
-                    if (tokenizer_) {
-                        d.piece = token_display_text(tokenizer_->token_bytes(d.id));
-                        for (TokenAlternative& a : d.top) a.piece = token_display_text(tokenizer_->token_bytes(a.id));
-                    }
-                    r.details.push_back(std::move(d));
-                }
+                update.text = stream.take(token, now_s, tokenizer_);
                 ++decode_tokens;
-                if (first_token_s[static_cast<std::size_t>(c)] < 0) first_token_s[static_cast<std::size_t>(c)] = now_s;
-                if (!decoders.empty()) {
-                    StreamDecoder& d = *decoders[static_cast<std::size_t>(c)];
-                    update.text = d.push(token);
-                    if (d.stopped()) {
-                        r.matched_stop = d.matched_stop();
-                        planner.report_stop_string(c);
-                    }
-                }
+                if (stream.stopped()) planner.report_stop_string(c);
             }
             event.updates.push_back(std::move(update));
         }
         for (std::int32_t c : planner.take_finished()) {
-            CardResult& r = result.cards[static_cast<std::size_t>(c)];
-            r.finish = *planner.card(c).finish;
             auto it = std::find_if(event.updates.begin(), event.updates.end(),
                                    [c](const CardUpdate& u) { return u.card == c; });
             if (it == event.updates.end()) {
@@ -389,31 +457,29 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                 it = std::prev(event.updates.end());
                 it->card = c;
             }
-            if (!decoders.empty() && !decoders[static_cast<std::size_t>(c)]->stopped()) {
-                it->text += decoders[static_cast<std::size_t>(c)]->flush();
-            }
-            it->finished = r.finish;
+            it->text += streams[static_cast<std::size_t>(c)].finish(*planner.card(c).finish);
+            it->finished = *planner.card(c).finish;
+            store(c);
         }
         for (CardUpdate& u : event.updates) {
-            CardResult& r = result.cards[static_cast<std::size_t>(u.card)];
-            r.text += u.text;
-            r.stats.generated_tokens = static_cast<std::int64_t>(r.tokens.size());
-            const double first = first_token_s[static_cast<std::size_t>(u.card)];
-            r.stats.time_to_first_token_s = first < 0 ? 0.0 : first;
-            const double span = now_s - first;
-            r.stats.tokens_per_s = (first >= 0 && span > 0 && r.tokens.size() > 1)
-                                       ? static_cast<double>(r.tokens.size() - 1) / span
-                                       : 0.0;
-            u.stats = r.stats;
+            CardStream& stream = streams[static_cast<std::size_t>(u.card)];
+            stream.result().stats.reused_tokens = planner.card(u.card).reused;
+            u.stats = stream.stats(now_s);
         }
+        event.kv_bytes_in_use = planner.slots_in_use() * KvCache::bytes_per_slot(model_.config(), model_.dtype());
+        if (prefix) event.prefix_cache_bytes = prefix->stats().bytes;
         event.step_s = seconds_since(t_step);
         event.elapsed_s = seconds_since(t_start);
         const double decode_s = event.elapsed_s - decode_start_s;
         event.aggregate_tokens_per_s =
-            decode_s > 0 && step.kind == StepKind::Decode ? static_cast<double>(decode_tokens) / decode_s : 0.0;
+            decode_s > 0 && step.kind != StepKind::Prefill ? static_cast<double>(decode_tokens) / decode_s : 0.0;
         ++result.steps;
         if (options.on_step) options.on_step(event);
     }
+    result.cards.reserve(streams.size());
+    for (CardStream& s : streams) result.cards.push_back(std::move(s.result()));
+    result.cache_bytes = cache.bytes();
+    result.prefill_tokens += joined_prompt_rows;
     result.total_s = seconds_since(t_start);
     result.lora_mode = lora_mode;
     return result;

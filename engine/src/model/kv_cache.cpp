@@ -1,6 +1,7 @@
 #include "kev/kv_cache.h"
 
 #include <algorithm>
+#include <limits>
 #include <new>
 
 #include <ATen/ATen.h>
@@ -55,6 +56,39 @@ void KvCache::copy_slots(std::int64_t src_begin, std::int64_t dst_begin, std::in
     }
     const std::vector<std::int64_t> moved(positions_.begin() + src_begin, positions_.begin() + src_begin + count);
     std::copy(moved.begin(), moved.end(), positions_.begin() + dst_begin);
+}
+
+void KvCache::grow(std::int64_t slots) {
+    if (slots <= slots_) return;
+    std::vector<at::Tensor> keys, values;
+    try {
+        for (auto* side : {&keys_, &values_}) {
+            auto& out = side == &keys_ ? keys : values;
+            for (const at::Tensor& t : *side) {
+                at::Tensor bigger = at::zeros({t.size(0), slots, t.size(2)}, t.options());
+                bigger.narrow(1, 0, slots_).copy_(t);
+                out.push_back(std::move(bigger));
+            }
+        }
+    } catch (const std::bad_alloc&) {
+        throw Error(ErrorCode::OutOfMemory, "KV cache could not grow to " + std::to_string(slots) + " slots");
+    } catch (const c10::Error& e) {
+        throw Error(ErrorCode::OutOfMemory, "KV cache could not grow to " + std::to_string(slots) + " slots: " +
+                                                e.what_without_backtrace());
+    }
+    keys_ = std::move(keys);
+    values_ = std::move(values);
+    positions_.resize(static_cast<std::size_t>(slots), -1);
+    slots_ = slots;
+}
+
+void KvCache::poison_slots(std::int64_t begin, std::int64_t end) {
+    if (begin < 0 || end < begin || end > slots_)
+        throw Error(ErrorCode::InvalidArgument, "KV cache: poisoning slots [" + std::to_string(begin) + ", " +
+                                                    std::to_string(end) + ") is outside the " +
+                                                    std::to_string(slots_) + " slots");
+    for (auto* side : {&keys_, &values_})
+        for (auto& t : *side) t.narrow(1, begin, end - begin).fill_(std::numeric_limits<float>::quiet_NaN());
 }
 
 void KvCache::clear_slots(std::int64_t begin, std::int64_t end) {

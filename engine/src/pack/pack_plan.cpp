@@ -135,48 +135,61 @@ PackPlan build_pack_plan(const std::vector<CardPrompt>& cards,
     return plan;
 }
 
+std::vector<std::uint8_t> span_mask(const std::vector<ReadSpan>& spans, std::int64_t kv_len) {
+    if (kv_len < 0) invalid("span_mask: kv_len " + std::to_string(kv_len) + " is negative");
+    std::vector<std::uint8_t> grid(spans.size() * static_cast<std::size_t>(kv_len), 0);
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+        const ReadSpan& r = spans[i];
+        if (r.shared_end < 0 || r.shared_end > r.begin || r.begin > r.end || r.end > kv_len) {
+            invalid("span_mask: row " + std::to_string(i) + " reads [0, " + std::to_string(r.shared_end) + ") and [" +
+                    std::to_string(r.begin) + ", " + std::to_string(r.end) + "), not ordered inside [0, " +
+                    std::to_string(kv_len) + ")");
+        }
+        std::uint8_t* row = grid.data() + i * static_cast<std::size_t>(kv_len);
+        std::fill(row, row + r.shared_end, std::uint8_t{1});
+        std::fill(row + r.begin, row + r.end, std::uint8_t{1});
+    }
+    return grid;
+}
+
+ReadSpan read_span(const PackPlan& plan, std::int64_t row) {
+    if (row < 0 || row >= plan.rows()) {
+        invalid("read_span: row " + std::to_string(row) + " outside the pack's " + std::to_string(plan.rows()) + " rows");
+    }
+    const std::int32_t seg = plan.segments[static_cast<std::size_t>(row)];
+    const std::int64_t own = plan.slots[static_cast<std::size_t>(row)];
+    if (seg == PackPlan::kSharedSegment) return {0, 0, own + 1};
+    return {plan.shared_length, plan.card(seg).slot_begin, own + 1};
+}
+
 bool may_attend(const PackPlan& plan, std::int64_t row_i, std::int64_t row_j) {
     if (row_i < 0 || row_j < 0 || row_i >= plan.rows() || row_j >= plan.rows()) {
         invalid("may_attend: row " + std::to_string(row_i) + " or " + std::to_string(row_j) +
                 " outside the pack's " + std::to_string(plan.rows()) + " rows");
     }
-    if (row_j > row_i) return false;  // causal
-    const std::int32_t seg_j = plan.segments[static_cast<std::size_t>(row_j)];
-    return seg_j == PackPlan::kSharedSegment || seg_j == plan.segments[static_cast<std::size_t>(row_i)];
+    // Rows and slots correspond one to one: row j is read when its slot is.
+    return read_span(plan, row_i).reads(plan.slots[static_cast<std::size_t>(row_j)]);
 }
 
 std::vector<std::uint8_t> dense_row_mask(const PackPlan& plan) {
     const std::int64_t s = plan.rows();
     std::vector<std::uint8_t> grid(static_cast<std::size_t>(s * s), 0);
-    // Row by row from the segment table (the rule in may_attend, without its checks):
-    // every row sees the shared prefix, then its own segment up to itself.
-    for (const PackSegment& seg : plan.segment_table) {
-        for (std::int64_t i = seg.row_begin; i < seg.row_end; ++i) {
-            std::uint8_t* row = grid.data() + i * s;
-            std::fill(row, row + std::min(plan.shared_length, i + 1), std::uint8_t{1});
-            std::fill(row + seg.row_begin, row + i + 1, std::uint8_t{1});
-        }
+    for (std::int64_t i = 0; i < s; ++i) {
+        const ReadSpan span = read_span(plan, i);
+        for (std::int64_t j = 0; j < s; ++j) grid[static_cast<std::size_t>(i * s + j)] = span.reads(plan.slots[j]);
     }
     return grid;
 }
 
+std::vector<ReadSpan> read_spans(const PackPlan& plan) {
+    std::vector<ReadSpan> spans;
+    spans.reserve(static_cast<std::size_t>(plan.rows()));
+    for (std::int64_t r = 0; r < plan.rows(); ++r) spans.push_back(read_span(plan, r));
+    return spans;
+}
+
 std::vector<std::uint8_t> prefill_slot_mask(const PackPlan& plan) {
-    const std::int64_t s = plan.rows();
-    const std::int64_t kv = plan.prefill_kv_len();
-    std::vector<std::uint8_t> grid(static_cast<std::size_t>(s * kv), 0);
-    // Rows of one segment occupy consecutive slots starting at its slot_begin, and the
-    // shared context occupies slots [0, shared_length).
-    for (const PackSegment& seg : plan.segment_table) {
-        for (std::int64_t i = seg.row_begin; i < seg.row_end; ++i) {
-            std::uint8_t* row = grid.data() + i * kv;
-            const std::int64_t own = seg.slot_begin + (i - seg.row_begin);
-            if (seg.segment != PackPlan::kSharedSegment) {
-                std::fill(row, row + plan.shared_length, std::uint8_t{1});
-            }
-            std::fill(row + seg.slot_begin, row + own + 1, std::uint8_t{1});
-        }
-    }
-    return grid;
+    return span_mask(read_spans(plan), plan.prefill_kv_len());
 }
 
 std::string mask_picture(const std::vector<std::uint8_t>& grid, std::int64_t rows,

@@ -1,6 +1,7 @@
 #include "kev/planner.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "kev/error.h"
@@ -27,50 +28,112 @@ const char* to_string(FinishReason reason) {
     return "finished";
 }
 
+const char* to_string(StepKind kind) {
+    switch (kind) {
+        case StepKind::Prefill: return "prefill";
+        case StepKind::Decode: return "decode";
+        case StepKind::Mixed: return "mixed";
+    }
+    return "step";
+}
+
 std::vector<std::uint8_t> step_slot_mask(const StepPlan& step) {
-    if (step.kind != StepKind::Decode) {
-        invalid("step_slot_mask is for decode steps; the prefill's mask is prefill_slot_mask(pack)");
+    std::vector<ReadSpan> spans;
+    spans.reserve(step.rows.size());
+    for (const StepRow& r : step.rows) {
+        if (!r.read.reads(r.slot)) invalid("step_slot_mask: row at slot " + std::to_string(r.slot) + " does not read itself");
+        spans.push_back(r.read);
     }
-    const std::int64_t kv = step.kv_len;
-    std::vector<std::uint8_t> grid(step.rows.size() * static_cast<std::size_t>(kv), 0);
-    for (std::size_t i = 0; i < step.rows.size(); ++i) {
-        const StepRow& r = step.rows[i];
-        if (r.slot >= kv || r.read_begin < step.shared_length || r.read_begin > r.slot) {
-            invalid("step_slot_mask: row " + std::to_string(i) + " reads slots [" +
-                    std::to_string(r.read_begin) + ", " + std::to_string(r.slot) +
-                    "], not within [shared, kv_len = " + std::to_string(kv) + ")");
-        }
-        std::uint8_t* row = grid.data() + static_cast<std::int64_t>(i) * kv;
-        std::fill(row, row + step.shared_length, std::uint8_t{1});
-        std::fill(row + r.read_begin, row + r.slot + 1, std::uint8_t{1});
-    }
-    return grid;
+    return span_mask(spans, step.kv_len);
 }
 
 Planner::Planner(const PackPlan& pack, PlannerOptions options)
-    : shared_length_(pack.shared_length), prefill_kv_len_(pack.prefill_kv_len()) {
+    : options_(std::move(options)), shared_length_(pack.shared_length), context_length_(pack.context_length) {
     if (pack.cards() == 0) invalid("planner: the pack has no cards");
+    if (options_.prompt_rows < 0) invalid("planner: prompt_rows must not be negative");
+    if (options_.prompt_rows_beside_answers < 0) invalid("planner: prompt_rows_beside_answers must not be negative");
     shared_tokens_.assign(pack.tokens.begin(), pack.tokens.begin() + pack.shared_length);
     for (std::int32_t c = 0; c < pack.cards(); ++c) {
         const PackSegment& seg = pack.card(c);
         Layout l;
-        l.prompt_length = seg.length();
+        l.prompt.assign(pack.tokens.begin() + seg.row_begin, pack.tokens.begin() + seg.row_end);
+        l.shared = shared_length_;
         l.slot_begin = seg.slot_begin;
         l.slot_end = seg.slot_end;
         l.decode_slots = seg.decode_slots;
         l.max_new_tokens = seg.max_new_tokens;
-        l.output_row = pack.output_rows[static_cast<std::size_t>(c)];
-        l.last_prompt_token = pack.tokens[static_cast<std::size_t>(l.output_row)];
-        layout_.push_back(l);
-        prompts_.emplace_back(pack.tokens.begin() + seg.row_begin, pack.tokens.begin() + seg.row_end);
+        layout_.push_back(std::move(l));
     }
     progress_.resize(layout_.size());
     active_ = static_cast<std::int32_t>(layout_.size());
-    for (const TokenId t : options.end_of_sequence) {
+    tail_ = high_water_ = pack.cache_slots;
+    if (options_.shared_done < 0 || options_.shared_done > shared_length_)
+        invalid("planner: shared_done " + std::to_string(options_.shared_done) + " is outside the shared context");
+    shared_done_ = options_.shared_done;
+    for (std::int32_t c = 0; c < cards(); ++c) admitted(c);
+    for (const TokenId t : options_.end_of_sequence) {
         if (t < 0) invalid("planner: end-of-sequence id " + std::to_string(t) + " is negative");
         if (static_cast<std::size_t>(t) >= is_eos_.size()) is_eos_.resize(static_cast<std::size_t>(t) + 1, false);
         is_eos_[static_cast<std::size_t>(t)] = true;
     }
+}
+
+std::int32_t Planner::add_card(const CardPrompt& card, bool shares_context) {
+    const std::string name = "card " + std::to_string(cards() + 1);
+    const auto prompt = static_cast<std::int64_t>(card.tokens.size());
+    const std::int64_t shared = shares_context ? shared_length_ : 0;
+    if (prompt == 0) invalid(name + " has an empty prompt");
+    if (card.max_new_tokens < 1)
+        invalid(name + ": max new tokens must be at least 1, got " + std::to_string(card.max_new_tokens));
+    if (shared + prompt > context_length_) {
+        invalid(name + " is " + std::to_string(prompt) + " tokens long" +
+                (shared > 0 ? " (+ " + std::to_string(shared) + " of shared context)" : "") +
+                ", more than the model's context of " + std::to_string(context_length_) + " tokens");
+    }
+    for (std::size_t i = 0; i < card.tokens.size(); ++i) {
+        const TokenId t = card.tokens[i];
+        if (t < 0 || (options_.vocab_size > 0 && t >= options_.vocab_size))
+            invalid(name + ": token " + std::to_string(i) + " has id " + std::to_string(t) + ", outside the vocabulary");
+    }
+    Layout l;
+    l.prompt = card.tokens;
+    l.shared = shared;
+    l.decode_slots = std::min(card.max_new_tokens, context_length_ - shared - prompt);
+    l.max_new_tokens = card.max_new_tokens;
+    if (options_.max_cache_slots > 0 && shared_length_ + region_size(l) > options_.max_cache_slots) {
+        throw Error(ErrorCode::OutOfMemory, name + " needs " + std::to_string(region_size(l)) +
+                                                " cache slots (prompt + max new tokens); the memory available holds " +
+                                                std::to_string(options_.max_cache_slots - shared_length_) +
+                                                " beside the shared context: lower max new tokens or shorten it");
+    }
+    layout_.push_back(std::move(l));
+    CardProgress p;
+    p.phase = CardPhase::Waiting;
+    progress_.push_back(p);
+    ++active_;
+    return cards() - 1;
+}
+
+void Planner::admitted(std::int32_t card) {
+    if (!options_.on_admit) return;
+    const Layout& l = layout_[static_cast<std::size_t>(card)];
+    CardProgress& p = progress_[static_cast<std::size_t>(card)];
+    const std::int64_t found = options_.on_admit(card, l.slot_begin);
+    p.reused = p.prompt_done = std::clamp<std::int64_t>(found, 0, static_cast<std::int64_t>(l.prompt.size()) - 1);
+}
+
+std::int64_t Planner::slots_in_use() const {
+    std::int64_t n = shared_length_;
+    for (std::int32_t c = 0; c < cards(); ++c) {
+        const Layout& l = layout_[static_cast<std::size_t>(c)];
+        if (progress_[static_cast<std::size_t>(c)].active && l.slot_begin >= 0) n += l.slot_end - l.slot_begin;
+    }
+    return n;
+}
+
+bool Planner::shares_context(std::int32_t card) const {
+    check_card(card, "shares_context");
+    return layout_[static_cast<std::size_t>(card)].shared > 0;
 }
 
 void Planner::check_card(std::int32_t card, const char* what) const {
@@ -89,53 +152,115 @@ void Planner::finish(std::int32_t card, FinishReason reason) {
     CardProgress& p = progress_[static_cast<std::size_t>(card)];
     if (!p.active) return;
     p.active = false;
+    p.phase = CardPhase::Finished;
     p.finish = reason;
     --active_;
     newly_finished_.push_back(card);
 }
 
-StepRow Planner::decode_row(std::int32_t card) const {
-    const Layout& l = layout_[static_cast<std::size_t>(card)];
-    const CardProgress& p = progress_[static_cast<std::size_t>(card)];
-    // Generated token g is fed back right after the prompt and the g tokens before it.
-    const auto g = static_cast<std::int64_t>(p.generated.size()) - 1;
-    StepRow r;
-    r.card = card;
-    r.token = p.generated.back();
-    r.position = shared_length_ + l.prompt_length + g;
-    r.slot = l.slot_begin + l.prompt_length + g;
-    r.read_begin = l.slot_begin;
-    return r;
+std::int64_t Planner::allocate(std::int64_t size) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+        if (it->second - it->first < size) continue;
+        const std::int64_t begin = it->first;
+        if (it->second - it->first == size) free_.erase(it);
+        else it->first += size;
+        return begin;
+    }
+    if (options_.max_cache_slots > 0 && tail_ + size > options_.max_cache_slots) return -1;
+    const std::int64_t begin = tail_;
+    tail_ += size;
+    high_water_ = std::max(high_water_, tail_);
+    return begin;
+}
+
+void Planner::release(std::int64_t begin, std::int64_t end) {
+    freed_.emplace_back(begin, end);
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(begin, end));
+    it = free_.insert(it, {begin, end});
+    if (it + 1 != free_.end() && it->second == (it + 1)->first) {  // join the next
+        it->second = (it + 1)->second;
+        free_.erase(it + 1);
+    }
+    if (it != free_.begin() && (it - 1)->second == it->first) {  // join the previous
+        (it - 1)->second = it->second;
+        it = free_.erase(it) - 1;
+    }
+    if (it->second == tail_) {  // the end of the cache: give it back to the tail
+        tail_ = it->first;
+        free_.erase(it);
+    }
 }
 
 StepPlan Planner::next_step() {
     for (std::int32_t c = 0; c < cards(); ++c) {
         if (progress_[static_cast<std::size_t>(c)].cancel_requested) finish(c, FinishReason::Cancelled);
     }
+    // Regions of finished cards go back to the pool (nothing reads them any more), then
+    // waiting cards are admitted in the order they came, while they fit.
+    for (std::int32_t c = 0; c < cards(); ++c) {
+        Layout& l = layout_[static_cast<std::size_t>(c)];
+        if (progress_[static_cast<std::size_t>(c)].active || l.released || l.slot_begin < 0) continue;
+        release(l.slot_begin, l.slot_end);
+        l.released = true;
+    }
+    for (std::int32_t c = 0; c < cards(); ++c) {
+        CardProgress& p = progress_[static_cast<std::size_t>(c)];
+        if (p.phase != CardPhase::Waiting) continue;
+        Layout& l = layout_[static_cast<std::size_t>(c)];
+        const std::int64_t begin = allocate(region_size(l));
+        if (begin < 0) break;
+        l.slot_begin = begin;
+        l.slot_end = begin + region_size(l);
+        p.phase = CardPhase::Prompt;
+        admitted(c);
+    }
+
     StepPlan step;
     step.index = next_index_;
-    step.kind = next_index_ == 0 ? StepKind::Prefill : StepKind::Decode;
-    step.shared_length = shared_length_;
+    std::int64_t answering = 0;
+    for (const CardProgress& p : progress_) answering += p.phase == CardPhase::Answer ? 1 : 0;
+    std::int64_t budget = options_.prompt_rows > 0 ? options_.prompt_rows : std::numeric_limits<std::int64_t>::max();
+    if (answering > 0) {
+        budget = options_.prompt_rows_beside_answers > 0 ? options_.prompt_rows_beside_answers
+                                                         : std::max(kMinPromptChunk, answering);
+    }
+    auto add_row = [&step](std::int32_t card, TokenId token, std::int64_t position, std::int64_t slot, ReadSpan read,
+                           bool prompt) {
+        step.rows.push_back({card, token, position, slot, read, prompt});
+        step.kv_len = std::max(step.kv_len, read.end);
+        step.prompt_rows += prompt ? 1 : 0;
+    };
+    // The shared context first: cards that share it read it once it is whole (in this
+    // step's rows or before).
+    const std::int64_t shared_chunk = std::min(shared_length_ - shared_done_, budget);
+    for (std::int64_t t = shared_done_; t < shared_done_ + shared_chunk; ++t)
+        add_row(PackPlan::kSharedSegment, shared_tokens_[static_cast<std::size_t>(t)], t, t, {0, 0, t + 1}, true);
+    budget -= shared_chunk;
+    const bool shared_ready = shared_done_ + shared_chunk == shared_length_;
+    std::int64_t answer_rows = 0;
     for (std::int32_t c = 0; c < cards(); ++c) {
-        if (!progress_[static_cast<std::size_t>(c)].active) continue;
-        if (step.kind == StepKind::Prefill) {
-            const Layout& l = layout_[static_cast<std::size_t>(c)];
-            StepRow r;
-            r.card = c;
-            r.token = l.last_prompt_token;
-            r.position = shared_length_ + l.prompt_length - 1;
-            r.slot = l.slot_begin + l.prompt_length - 1;
-            r.read_begin = l.slot_begin;
-            r.output_row = l.output_row;
-            step.rows.push_back(r);
-        } else {
-            StepRow r = decode_row(c);
-            r.output_row = static_cast<std::int64_t>(step.rows.size());
-            step.rows.push_back(r);
-            step.kv_len = std::max(step.kv_len, r.slot + 1);
+        const CardProgress& p = progress_[static_cast<std::size_t>(c)];
+        const Layout& l = layout_[static_cast<std::size_t>(c)];
+        const auto prompt = static_cast<std::int64_t>(l.prompt.size());
+        if (p.phase == CardPhase::Answer) {
+            // Generated token g is fed back right after the prompt and the g tokens before it.
+            const auto g = static_cast<std::int64_t>(p.generated.size()) - 1;
+            const std::int64_t slot = l.slot_begin + prompt + g;
+            step.outputs.push_back({c, static_cast<std::int64_t>(step.rows.size())});
+            add_row(c, p.generated.back(), l.shared + prompt + g, slot, {l.shared, l.slot_begin, slot + 1}, false);
+            ++answer_rows;
+        } else if (p.phase == CardPhase::Prompt && budget > 0 && (l.shared == 0 || shared_ready)) {
+            const std::int64_t n = std::min(prompt - p.prompt_done, budget);
+            for (std::int64_t t = p.prompt_done; t < p.prompt_done + n; ++t) {
+                const std::int64_t slot = l.slot_begin + t;
+                add_row(c, l.prompt[static_cast<std::size_t>(t)], l.shared + t, slot, {l.shared, l.slot_begin, slot + 1},
+                        true);
+            }
+            budget -= n;
+            if (p.prompt_done + n == prompt) step.outputs.push_back({c, static_cast<std::int64_t>(step.rows.size()) - 1});
         }
     }
-    if (step.kind == StepKind::Prefill) step.kv_len = prefill_kv_len_;
+    step.kind = step.prompt_rows == 0 ? StepKind::Decode : answer_rows == 0 ? StepKind::Prefill : StepKind::Mixed;
     return step;
 }
 
@@ -145,22 +270,31 @@ void Planner::accept(const StepPlan& step, const std::vector<SampleResult>& samp
         invalid("planner: results for step " + std::to_string(step.index) + " but step " +
                 std::to_string(next_index_) + " is the one in flight");
     }
-    if (samples.size() != step.rows.size()) {
+    if (samples.size() != step.outputs.size()) {
         invalid("planner: " + std::to_string(samples.size()) + " samples for a step of " +
-                std::to_string(step.rows.size()) + " rows");
+                std::to_string(step.outputs.size()) + " outputs");
+    }
+    for (const StepRow& r : step.rows) {
+        if (r.card != PackPlan::kSharedSegment) check_card(r.card, "planner");
     }
     for (std::size_t i = 0; i < samples.size(); ++i) {
-        check_card(step.rows[i].card, "planner");
+        check_card(step.outputs[i].card, "planner");
         if (!samples[i].non_finite && samples[i].token < 0) {
-            invalid("planner: card " + std::to_string(step.rows[i].card) + " sampled token id " +
+            invalid("planner: card " + std::to_string(step.outputs[i].card) + " sampled token id " +
                     std::to_string(samples[i].token));
         }
     }
 
+    for (const StepRow& r : step.rows) {
+        if (!r.prompt) ++progress_[static_cast<std::size_t>(r.card)].answer_fed;
+        else if (r.card == PackPlan::kSharedSegment) ++shared_done_;
+        else ++progress_[static_cast<std::size_t>(r.card)].prompt_done;
+    }
     for (std::size_t i = 0; i < samples.size(); ++i) {
-        const std::int32_t c = step.rows[i].card;
+        const std::int32_t c = step.outputs[i].card;
         CardProgress& p = progress_[static_cast<std::size_t>(c)];
         if (!p.active) continue;
+        p.phase = CardPhase::Answer;
         const SampleResult& s = samples[i];
         if (s.non_finite) {
             finish(c, FinishReason::NonFinite);
@@ -206,6 +340,12 @@ std::vector<std::int32_t> Planner::take_finished() {
     return out;
 }
 
+std::vector<std::pair<std::int64_t, std::int64_t>> Planner::take_freed() {
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    out.swap(freed_);
+    return out;
+}
+
 std::pair<std::int64_t, std::int64_t> Planner::region(std::int32_t card) const {
     check_card(card, "region");
     const Layout& l = layout_[static_cast<std::size_t>(card)];
@@ -214,12 +354,12 @@ std::pair<std::int64_t, std::int64_t> Planner::region(std::int32_t card) const {
 
 std::vector<TokenId> Planner::history(std::int32_t card) const {
     check_card(card, "history");
-    const auto& prompt = prompts_[static_cast<std::size_t>(card)];
+    const Layout& l = layout_[static_cast<std::size_t>(card)];
     const auto& generated = progress_[static_cast<std::size_t>(card)].generated;
     std::vector<TokenId> h;
-    h.reserve(shared_tokens_.size() + prompt.size() + generated.size());
-    h.insert(h.end(), shared_tokens_.begin(), shared_tokens_.end());
-    h.insert(h.end(), prompt.begin(), prompt.end());
+    h.reserve(static_cast<std::size_t>(l.shared) + l.prompt.size() + generated.size());
+    if (l.shared > 0) h.insert(h.end(), shared_tokens_.begin(), shared_tokens_.end());
+    h.insert(h.end(), l.prompt.begin(), l.prompt.end());
     h.insert(h.end(), generated.begin(), generated.end());
     return h;
 }
