@@ -160,6 +160,8 @@ private Q_SLOTS:
         // The gauges and the pack view saw the run.
         QVERIFY(w.gauges()->plot()->samples().size() > 0);
         QVERIFY2(w.gauges()->text().contains(QStringLiteral("Weights")), qPrintable(w.gauges()->text()));
+        // The cards' prompts and answers went to the prefix cache as they finished.
+        QVERIFY2(w.gauges()->text().contains(QStringLiteral("prefix cache")), qPrintable(w.gauges()->text()));
         QVERIFY(w.packView()->hasPack());
         QCOMPARE(w.packView()->preview().plan.cards(), 3);
         QCOMPARE(w.packView()->maskImage().width(), static_cast<int>(w.packView()->preview().plan.rows()));

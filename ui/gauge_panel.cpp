@@ -162,10 +162,22 @@ void GaugePanel::setModelBytes(qint64 weightBytes, qint64 fourBitBytes, const QS
                             QLocale().formattedDataSize(weightBytes - fourBitBytes));
     }
     if (!formats.isEmpty()) weights += QStringLiteral(" · ") + formats;
-    model_->setText(QStringLiteral("Weights: %1 · KV cache: %2%3")
+    QString live;
+    const qint64 inUse = model_->property("kvInUse").toLongLong();
+    const qint64 prefix = model_->property("prefixCache").toLongLong();
+    if (inUse > 0) live += QStringLiteral(", %1 in use").arg(QLocale().formattedDataSize(inUse));
+    if (prefix > 0) live += QStringLiteral(" · prefix cache %1").arg(QLocale().formattedDataSize(prefix));
+    model_->setText(QStringLiteral("Weights: %1 · KV cache: %2%3%4")
                         .arg(weights,
                              kv ? QLocale().formattedDataSize(kv) : QStringLiteral("–"),
-                             kv && estimate ? QStringLiteral(" (planned)") : QString()));
+                             kv && estimate ? QStringLiteral(" (planned)") : QString(), live));
+}
+
+void GaugePanel::setLiveCache(qint64 inUseBytes, qint64 prefixCacheBytes) {
+    model_->setProperty("kvInUse", inUseBytes);
+    model_->setProperty("prefixCache", prefixCacheBytes);
+    setModelBytes(model_->property("weights").toLongLong(), model_->property("weights4").toLongLong(),
+                  model_->property("formats").toString());
 }
 
 void GaugePanel::setCacheBytes(qint64 kvBytes, Figure figure) {

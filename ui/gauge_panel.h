@@ -37,6 +37,9 @@ public:
     void setModelBytes(qint64 weightBytes, qint64 fourBitBytes = 0, const QString& formats = QString());
     enum class Figure { Planned, Measured };
     void setCacheBytes(qint64 kvBytes, Figure figure);
+    // During a local run: the KV cache held by the shared context and the running cards,
+    // and what the prefix cache keeps from earlier runs (reused by the next ones).
+    void setLiveCache(qint64 inUseBytes, qint64 prefixCacheBytes);
     void startRun();
     // One step: the aggregate rate and one rate per card (window card index, tok/s).
     void addStep(double aggregateTokensPerS, const QVector<QPair<int, double>>& perCard);

@@ -321,6 +321,7 @@ void RunController::onStep(Group& g, const kev::StepEvent& event) {
     // flatten the rest of the plot. The pack's rate is shown from the third forward on
     // (a server's streams have no pack rate of their own: theirs is per card).
     constexpr std::int64_t kFirstSteadyStep = 2;
+    if (local) gauges_->setLiveCache(event.kv_bytes_in_use, event.prefix_cache_bytes);
     if (local || !rates.isEmpty())
         gauges_->addStep(local && event.step >= kFirstSteadyStep ? event.aggregate_tokens_per_s : 0.0, rates);
     Q_EMIT answersChanged();
