@@ -537,7 +537,12 @@ private Q_SLOTS:
                 jc.sampling = joins[j].card.sampling;
                 queue.push(jc);
             }
-            if (ev.step == 2) queue.push(kev::JoiningCard{99, {}, greedy(3), {}, {}});  // refused by name
+            if (ev.step == 2) {  // an empty prompt: refused by name
+                kev::JoiningCard empty;
+                empty.tag = 99;
+                empty.sampling = greedy(3);
+                queue.push(empty);
+            }
         };
         const auto live = runCards(*m, first, context, o);
         QVERIFY(mixed);
@@ -848,6 +853,45 @@ private Q_SLOTS:
     // kev::LocalEngine, the local side of the interface kev-cli and the app answer
     // through: the same tokens as the generator it wraps, its pack shown once before the
     // first forward, the request's logprobs honoured, every streamed piece in the result.
+    // A card typed while the board runs joins the running pack: the engine formats it as
+    // the run's cards (system message, shared context), and it answers as it would alone;
+    // a blank one is refused by name, the others go on; one pushed after the run stays
+    // queued for the next.
+    void aCardTypedDuringARunJoinsIt() {
+        const auto session = kev::Session::open(kevtest::builtinModel().toStdString(), kev::SessionOptions{});
+        kev::GenerationRequest request;
+        request.shared_context = "Answer in one short sentence.";
+        request.cards.push_back({"Name a fruit.", greedy(12)});
+        request.cards.push_back({"Name a tree.", greedy(12)});
+        kev::LocalEngine engine(*session);
+        kev::JoinQueue queue;
+        std::map<std::uint64_t, kev::JoinedCard> joined;
+        kev::RunOptions options;
+        options.joins = &queue;
+        options.on_step = [&](const kev::StepEvent& ev) {
+            for (const auto& j : ev.joined) joined[j.tag] = j;
+            if (ev.step == 1) queue.push_request(7, {"Name a river.", greedy(6)});
+            if (ev.step == 2) queue.push_request(8, {"   ", greedy(3)});
+        };
+        const auto result = engine.answer(request, options);
+        QCOMPARE(result.cards.size(), std::size_t{3});
+        QCOMPARE(joined[7].card, 2);
+        QCOMPARE(joined[8].card, -1);
+        QVERIFY2(QString::fromStdString(joined[8].error).contains("the question is empty"), joined[8].error.c_str());
+        kev::GenerationRequest alone = request;
+        alone.cards = {{"Name a river.", greedy(6)}};
+        const kev::Generator g = session->generator();
+        const auto expected = g.run(g.prepare(alone));
+        QCOMPARE(result.cards[2].tokens, expected.cards[0].tokens);
+        QCOMPARE(result.cards[2].text, expected.cards[0].text);
+        // It read the run's shared context: its own prompt is the question's turn only.
+        QVERIFY(result.cards[2].stats.prompt_tokens < static_cast<std::int64_t>(g.prepare(alone).plan.rows()));
+        QVERIFY(queue.pending_requests().empty());
+        queue.push_request(9, {"Too late.", greedy(3)});
+        QCOMPARE(queue.pending_requests(), std::vector<std::uint64_t>{9});
+        QVERIFY(queue.take().empty());  // no run prepares it now
+    }
+
     void theLocalEngineIsThePackedGenerator() {
         const auto session = kev::Session::open(kevtest::builtinModel().toStdString(), kev::SessionOptions{});
         kev::GenerationRequest request;

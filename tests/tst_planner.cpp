@@ -172,9 +172,9 @@ void run_toy(const std::vector<CardPrompt>& cards, const std::vector<TokenId>& s
         if (QTest::currentTestFailed()) return;
         if (answering > 0) {
             out.max_prompt_rows_beside_answers = std::max(out.max_prompt_rows_beside_answers, step.prompt_rows);
-            // The chunk beside answering cards: as asked, or as many rows as they have (at least 4).
+            // The chunk beside answering cards: as asked, or 3/4 as many rows as they have (at least 4).
             const std::int64_t bound = options.prompt_rows_beside_answers > 0 ? options.prompt_rows_beside_answers
-                                                                               : std::max(kev::kMinPromptChunk, answering);
+                                                                               : std::max(kev::kMinPromptChunk, answering * 3 / 4);
             QVERIFY2(step.prompt_rows <= bound, "a step carried more prompt rows beside answering cards than allowed");
         }
         const std::vector<std::uint8_t> mask = kev::step_slot_mask(step);
@@ -610,7 +610,7 @@ private Q_SLOTS:
             }
             kev::PlannerOptions options;
             options.prompt_rows = uniform(0, 1) ? 0 : uniform(1, 12);
-            options.prompt_rows_beside_answers = uniform(0, 8);  // 0: as many as the answering cards
+            options.prompt_rows_beside_answers = uniform(0, 8);  // 0: 3/4 as many as the answering cards
             if (uniform(0, 1)) {
                 options.max_cache_slots = std::max(pack(first, shared, context).cache_slots,
                                                    static_cast<std::int64_t>(shared.size()) + largest) + uniform(0, 10);

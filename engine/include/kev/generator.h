@@ -179,6 +179,7 @@ struct JoiningCard {
     SamplingSettings sampling;             // temperature resolved (prepare_join does it)
     LoraUse lora = {};
     std::string prompt_text;               // for the caller's view; not read by the run
+    std::string error;                     // non-empty: it could not be prepared (refused, with this)
 };
 
 // Cards waiting to join a running pack: pushed from any thread, taken by the run between
@@ -188,7 +189,17 @@ public:
     JoinQueue();
     ~JoinQueue();
     void push(JoiningCard card);
+    // A card as the user wrote it, chat-formatted and tokenized on the run's thread by the
+    // preparer of the engine running the pack (LocalEngine sets it for the run: the run's
+    // system message, shared context and temperature defaults). Until a preparer is set
+    // it stays queued; pending_requests() then gives it back.
+    void push_request(std::uint64_t tag, CardRequest card);
+    void set_preparer(std::function<JoiningCard(const CardRequest&)> preparer);
+    // Everything queued, requests prepared (a request the preparer refuses comes back with
+    // its error set); requests wait while no preparer is set.
     std::vector<JoiningCard> take();
+    // The tags of requests no run has taken.
+    std::vector<std::uint64_t> pending_requests() const;
 
 private:
     struct Impl;
@@ -221,7 +232,7 @@ struct RunOptions {
     JoinQueue* joins = nullptr;
     // Prompt rows one step carries beside answering cards: a joining card reads its prompt
     // in chunks of this many tokens, so the answering cards wait one chunk at most.
-    // 0: as many as the answering cards (PlannerOptions::prompt_rows_beside_answers).
+    // 0: 3/4 as many as the answering cards (PlannerOptions::prompt_rows_beside_answers).
     std::int64_t prompt_rows_beside_answers = 0;
     // Keys and values kept across runs (may be null): cards start from the blocks of their
     // prompt found there, and store theirs when they finish. The run owns it while it runs.

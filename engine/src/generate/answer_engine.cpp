@@ -24,6 +24,14 @@ GenerationResult LocalEngine::answer(const GenerationRequest& request, const Run
     run.ignore_end_of_sequence = run.ignore_end_of_sequence || request.ignore_end_of_sequence;
     run.logprobs = std::max(run.logprobs, request.logprobs);
     if (!run.prefix_cache) run.prefix_cache = prefix_cache_;
+    if (!run.joins) return generator.run(pack, run);
+    // Cards the user adds while this pack runs are formatted as this request's cards are,
+    // on this thread, for as long as the run takes them.
+    run.joins->set_preparer([&](const CardRequest& card) { return generator.prepare_join(request, card, defaults_); });
+    struct Unset {
+        JoinQueue* q;
+        ~Unset() { q->set_preparer({}); }
+    } unset{run.joins};
     return generator.run(pack, run);
 }
 

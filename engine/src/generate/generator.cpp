@@ -59,8 +59,10 @@ bool CancelFlags::card(std::size_t card) const {
 }
 
 struct JoinQueue::Impl {
-    std::mutex mutex;
+    mutable std::mutex mutex;
     std::vector<JoiningCard> cards;
+    std::vector<std::pair<std::uint64_t, CardRequest>> requests;
+    std::function<JoiningCard(const CardRequest&)> preparer;
 };
 
 JoinQueue::JoinQueue() : impl_(std::make_unique<Impl>()) {}
@@ -71,11 +73,47 @@ void JoinQueue::push(JoiningCard card) {
     impl_->cards.push_back(std::move(card));
 }
 
-std::vector<JoiningCard> JoinQueue::take() {
+void JoinQueue::push_request(std::uint64_t tag, CardRequest card) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->requests.emplace_back(tag, std::move(card));
+}
+
+void JoinQueue::set_preparer(std::function<JoiningCard(const CardRequest&)> preparer) {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->preparer = std::move(preparer);
+}
+
+std::vector<JoiningCard> JoinQueue::take() {
+    std::vector<std::pair<std::uint64_t, CardRequest>> requests;
+    std::function<JoiningCard(const CardRequest&)> preparer;
     std::vector<JoiningCard> out;
-    out.swap(impl_->cards);
+    {
+        std::lock_guard<std::mutex> lock(impl_->mutex);
+        out.swap(impl_->cards);
+        if (impl_->preparer) {
+            requests.swap(impl_->requests);
+            preparer = impl_->preparer;
+        }
+    }
+    // Prepared outside the lock: tokenizing does not hold up a pusher.
+    for (auto& [tag, request] : requests) {
+        JoiningCard j;
+        try {
+            j = preparer(request);
+        } catch (const std::exception& e) {
+            j.error = e.what();
+        }
+        j.tag = tag;
+        out.push_back(std::move(j));
+    }
     return out;
+}
+
+std::vector<std::uint64_t> JoinQueue::pending_requests() const {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    std::vector<std::uint64_t> tags;
+    for (const auto& r : impl_->requests) tags.push_back(r.first);
+    return tags;
 }
 
 Generator::Generator(const Model& model, const Tokenizer* tokenizer, std::optional<ChatTemplate> chat)
@@ -286,15 +324,23 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         keys.push_back(std::move(k));
     }
 
-    KvCache cache = model_.make_cache(plan.cache_slots);
+    // A pack that cards may join starts with room to spare, and grows by half when it must:
+    // a growth copies the whole cache, a step's time that every running card waits.
+    const PackLimits pack_limits = limits();
+    const std::int64_t slot_limit =
+        pack_limits.max_cache_slots > 0 ? std::max(pack_limits.max_cache_slots, plan.cache_slots) : 0;
+    auto roomy = [slot_limit](std::int64_t slots) {
+        const std::int64_t more = slots + slots / 2;
+        return slot_limit > 0 ? std::min(more, slot_limit) : more;
+    };
+    KvCache cache = model_.make_cache(options.joins ? roomy(plan.cache_slots) : plan.cache_slots);
     PrefixCache* prefix = options.prefix_cache;
     if (prefix) prefix->bind(model_);
 
-    const PackLimits pack_limits = limits();
     PlannerOptions planner_options;
     if (!options.ignore_end_of_sequence) planner_options.end_of_sequence = eos;
     planner_options.prompt_rows_beside_answers = std::max<std::int64_t>(0, options.prompt_rows_beside_answers);
-    planner_options.max_cache_slots = pack_limits.max_cache_slots > 0 ? std::max(pack_limits.max_cache_slots, plan.cache_slots) : 0;
+    planner_options.max_cache_slots = slot_limit;
     planner_options.vocab_size = vocab;
     if (prefix) {
         // The shared context's stored blocks go to its slots; each card's own stored
@@ -343,6 +389,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         JoinedCard joined;
         joined.tag = j.tag;
         try {
+            if (!j.error.empty()) throw Error(ErrorCode::InvalidArgument, j.error);
             j.sampling.validate();
             j.lora.validate();
             if (j.lora.enabled && !model_.lora()) throw Error(ErrorCode::InvalidArgument, "LoRA is on but no adapter is loaded");
@@ -397,7 +444,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         for (const auto& [begin, end] : planner.take_freed()) {
             if (options.poison_freed) cache.poison_slots(begin, end);
         }
-        cache.grow(planner.cache_slots());
+        if (planner.cache_slots() > cache.slots()) cache.grow(std::max(planner.cache_slots(), roomy(cache.slots())));
         event.step = step.index;
         event.kind = step.kind;
         event.active_cards = static_cast<std::int32_t>(step.outputs.size());

@@ -222,7 +222,7 @@ StepPlan Planner::next_step() {
     std::int64_t budget = options_.prompt_rows > 0 ? options_.prompt_rows : std::numeric_limits<std::int64_t>::max();
     if (answering > 0) {
         budget = options_.prompt_rows_beside_answers > 0 ? options_.prompt_rows_beside_answers
-                                                         : std::max(kMinPromptChunk, answering);
+                                                         : std::max(kMinPromptChunk, answering * 3 / 4);
     }
     auto add_row = [&step](std::int32_t card, TokenId token, std::int64_t position, std::int64_t slot, ReadSpan read,
                            bool prompt) {
