@@ -97,6 +97,7 @@ struct StepEvent {
     std::vector<JoinedCard> joined;
     std::int64_t kv_bytes_in_use = 0;    // the shared context and the running cards' regions
     std::int64_t prefix_cache_bytes = 0; // held by RunOptions::prefix_cache (0 without one)
+    std::int64_t shared_reused_tokens = 0; // of the shared context, copied from the prefix cache
     double step_s = 0.0;                 // this step: forward + sampling
     double elapsed_s = 0.0;              // since the start of the run
     double aggregate_tokens_per_s = 0.0; // generated tokens of all cards / decode time

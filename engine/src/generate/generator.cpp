@@ -431,7 +431,17 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         if (options.joins) {
             for (JoiningCard& j : options.joins->take()) admit(j, event);
         }
-        if (planner.done()) break;
+        if (planner.done()) {
+            // Cards refused at the very end are still told (their callers wait for word).
+            if (!event.joined.empty() && options.on_step) {
+                event.step = result.steps;
+                event.kind = StepKind::Decode;
+                event.lora_mode = lora_mode;
+                event.elapsed_s = seconds_since(t_start);
+                options.on_step(event);
+            }
+            break;
+        }
         if (options.cancel) {
             if (options.cancel->all()) planner.request_cancel_all();
             for (std::int32_t c = 0; c < planner.cards(); ++c) {
@@ -515,6 +525,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         }
         event.kv_bytes_in_use = planner.slots_in_use() * KvCache::bytes_per_slot(model_.config(), model_.dtype());
         if (prefix) event.prefix_cache_bytes = prefix->stats().bytes;
+        event.shared_reused_tokens = planner_options.shared_done;
         event.step_s = seconds_since(t_step);
         event.elapsed_s = seconds_since(t_start);
         const double decode_s = event.elapsed_s - decode_start_s;
