@@ -454,6 +454,121 @@ private Q_SLOTS:
         QVERIFY2(status.contains(QStringLiteral("stopped")), qPrintable(status));
     }
 
+    // Issue 15: Run while a pack runs adds the new card to it (and a card's own Run
+    // button answers it alone); the running cards' answers are the ones they get without
+    // the newcomer, and the newcomer's is the one it gets alone. The pack view follows
+    // the steps and shows the card entering.
+    void runDuringARunJoinsTheNewCard() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("What is the capital of France?"), QStringLiteral("Name a colour of the rainbow."),
+                     QStringLiteral("Say hello in Spanish.")},
+                 48);
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        QStringList before;
+        for (const kevui::QuestionCard* c : w.cards()) before << c->answerText();
+
+        QStringList runLines;
+        const auto conn = connect(w.engine(), &kevui::EngineHost::stepArrived, this,
+                                  [&] { runLines << w.packView()->runLine(); });
+        QVERIFY(w.runAll());  // idle: the whole board again
+        QTRY_VERIFY_WITH_TIMEOUT(w.cards()[0]->answer().generatedTokens >= 2, 120000);
+        QVERIFY(w.isRunning());
+        auto* runAction = w.findChild<QAction*>(QStringLiteral("runAction"));
+        QVERIFY2(runAction->isEnabled(), "Run stays available while a pack runs");
+        kevui::QuestionCard* added = w.addCard();
+        kevui::CardSettings s;
+        s.question = QStringLiteral("Name three fruits.");
+        s.temperature = 0.9;
+        s.seed = 77;
+        s.maxNewTokens = 24;
+        added->setSettings(s);
+        runAction->trigger();  // the new card joins; the three answered ones are unchanged
+        QVERIFY(added->isRunning());
+        QVERIFY(done.wait(180000));
+        disconnect(conn);
+        QCOMPARE(done.count(), 2);
+        QVERIFY(!w.isRunning());
+        for (int i = 0; i < 3; ++i) QCOMPARE(w.cards()[i]->answerText(), before[i]);
+        const QString joined = added->answerText();
+        QVERIFY2(!joined.isEmpty(), qPrintable(added->messageText()));
+        QVERIFY(!added->answer().finish.isEmpty());
+        QVERIFY(added->answer().ranWith.has_value());
+        QVERIFY2(std::any_of(runLines.begin(), runLines.end(),
+                             [&](const QString& l) { return l.contains(QStringLiteral("card %1 joined").arg(added->number())); }),
+                 qPrintable(runLines.join(QLatin1Char('\n'))));
+        // The board's prompts came from the prefix cache this time: hatched in the strip.
+        QVERIFY(w.packView()->reusedRows() > 0);
+        QVERIFY(w.packView()->rowReused(w.packView()->preview().plan.card(0).row_begin));
+
+        // Its own Run button, idle: the card alone, the same answer.
+        auto* runOne = added->findChild<QToolButton*>(QStringLiteral("cardRunButton"));
+        QVERIFY(runOne && runOne->isEnabled());
+        runOne->click();
+        QVERIFY(done.wait(180000));
+        QCOMPARE(added->answerText(), joined);
+        for (int i = 0; i < 3; ++i) QCOMPARE(w.cards()[i]->answerText(), before[i]);  // not re-run
+        w.removeCard(added);
+    }
+
+    // Issue 15: editing a running card stops that card only; Run then answers it again
+    // inside the running pack. A card that cannot join (the shared context changed) waits
+    // and runs when the pack ends.
+    void editingARunningCardStopsItAndRunAnswersItAgain() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("Describe the water cycle in detail."), QStringLiteral("List every month of the year."),
+                     QStringLiteral("Write a long story about a dragon.")},
+                 64);
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        const QString first = w.cards()[0]->answerText();
+        const QString third = w.cards()[2]->answerText();
+
+        QVERIFY(w.runAll());
+        QTRY_VERIFY_WITH_TIMEOUT(w.cards()[1]->answer().generatedTokens >= 2, 120000);
+        kevui::QuestionCard* edited = w.cards()[1];
+        kevui::CardSettings e = edited->settings();
+        e.question = QStringLiteral("List the days of the week.");
+        e.maxNewTokens = 16;
+        edited->setSettings(e);  // as typing does: the card stops
+        const QString cancelled = QLatin1String(kev::to_string(kev::FinishReason::Cancelled));
+        QTRY_COMPARE_WITH_TIMEOUT(edited->answer().finish, cancelled, 30000);
+        QVERIFY2(w.isRunning(), "the other cards go on");
+        QVERIFY(edited->messageText().contains(QStringLiteral("edited while it ran")));
+        // Run: the edited card joins again; a new card with the shared context changed waits.
+        auto* context = w.findChild<QPlainTextEdit*>(QStringLiteral("sharedContextEdit"));
+        QVERIFY(context);
+        QVERIFY(w.runAll());
+        QVERIFY(edited->isRunning());
+        context->setPlainText(QStringLiteral("Answer briefly."));
+        kevui::QuestionCard* waiting = w.addCard();
+        kevui::CardSettings ws;
+        ws.question = QStringLiteral("What is two plus two?");
+        ws.temperature = 0.0;
+        ws.maxNewTokens = 8;
+        waiting->setSettings(ws);
+        QVERIFY(w.runAll());
+        QVERIFY2(waiting->messageText().contains(QStringLiteral("Waits for the running pack")), qPrintable(waiting->messageText()));
+        QVERIFY(!waiting->isRunning());
+        QVERIFY(done.wait(180000));  // the pack ends ...
+        QVERIFY(w.isRunning());      // ... and the waiting card runs next
+        QVERIFY(waiting->isRunning());
+        QVERIFY(done.wait(180000));
+        QVERIFY(!waiting->answerText().isEmpty());
+        QCOMPARE(waiting->answer().ranWithSharedContext, QStringLiteral("Answer briefly."));
+        QVERIFY(waiting->messageText().isEmpty());
+        // The edited card ran its new question to the end; the unchanged ones kept their answers.
+        QCOMPARE(edited->answer().ranWith->question, e.question);
+        QVERIFY(edited->answer().finish != cancelled);
+        QVERIFY(!edited->footerText().contains(QStringLiteral("stale")));
+        QCOMPARE(w.cards()[0]->answerText(), first);
+        QCOMPARE(w.cards()[2]->answerText(), third);
+        context->setPlainText(QString());
+        w.removeCard(waiting);
+    }
+
     void precisionToggleReachesTheEngine() {
         kevui::MainWindow& w = *w_;
         auto* precision = w.findChild<QComboBox*>(QStringLiteral("precisionCombo"));

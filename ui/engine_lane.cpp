@@ -3,20 +3,32 @@
 namespace kevui {
 
 RunId EngineLane::run(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest) {
-    if (cancel_) cancel_->cancel_all();  // a newer run supersedes the old one
+    if (control_) control_->cancel.cancel_all();  // a newer run supersedes the old one
     current_ = nextRun_++;
-    cancel_ = std::make_shared<kev::CancelFlags>(request.cards.size());
-    start(current_, request, cancel_, cardOfRequest);
+    control_ = std::make_shared<RunControl>(request.cards.size());
+    start(current_, request, control_, cardOfRequest);
     return current_;
 }
 
+quint64 EngineLane::join(const kev::CardRequest& card) {
+    if (!control_ || !joinsRuns()) return 0;
+    const quint64 tag = nextJoin_++;
+    control_->joins.push_request(tag, card);
+    return tag;
+}
+
 void EngineLane::cancel() {
-    if (cancel_) cancel_->cancel_all();
+    if (control_) control_->cancel.cancel_all();
 }
 
 void EngineLane::cancelCard(int requestCard) {
-    if (cancel_ && requestCard >= 0 && static_cast<std::size_t>(requestCard) < cancel_->size())
-        cancel_->cancel(static_cast<std::size_t>(requestCard));
+    if (control_ && requestCard >= 0 && static_cast<std::size_t>(requestCard) < control_->cancel.size())
+        control_->cancel.cancel(static_cast<std::size_t>(requestCard));
+}
+
+void EngineLane::endRun() {
+    current_ = 0;
+    control_.reset();  // joins the run did not take are dropped with it (the caller knows them)
 }
 
 void EngineLane::relay(LaneWorker* worker) {
@@ -28,23 +40,22 @@ void EngineLane::relay(LaneWorker* worker) {
     });
     connect(worker, &LaneWorker::runFinished, this, [this](RunId id, const kev::GenerationResult& result) {
         if (id != current_) return;
-        current_ = 0;
-        cancel_.reset();
+        endRun();
         Q_EMIT runFinished(id, result);
     });
     connect(worker, &LaneWorker::runFailed, this, [this](RunId id, const QString& message) {
         if (id != current_) return;
-        current_ = 0;
-        cancel_.reset();
+        endRun();
         Q_EMIT runFailed(id, message);
     });
 }
 
 void LaneWorker::answer(RunId id, kev::AnswerEngine& engine, const kev::GenerationRequest& request,
-                        const CancelHandle& cancel, const std::function<void(const kev::PreparedPack&)>& on_prepared) {
+                        const RunHandle& control, const std::function<void(const kev::PreparedPack&)>& on_prepared) {
     try {
         kev::RunOptions options;
-        options.cancel = cancel.get();
+        options.cancel = &control->cancel;
+        options.joins = &control->joins;
         options.on_step = [this, id](const kev::StepEvent& event) { Q_EMIT stepArrived(id, event); };
         const kev::GenerationResult result = engine.answer(request, options, on_prepared);
         Q_EMIT runFinished(id, result);
@@ -53,8 +64,8 @@ void LaneWorker::answer(RunId id, kev::AnswerEngine& engine, const kev::Generati
     }
 }
 
-void AnswerWorker::run(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel) {
-    answer(id, *engine_, request, cancel);
+void AnswerWorker::run(RunId id, const kev::GenerationRequest& request, const RunHandle& control) {
+    answer(id, *engine_, request, control);
 }
 
 AnswerLane::AnswerLane(std::unique_ptr<kev::AnswerEngine> engine, QObject* parent) : EngineLane(parent) {
@@ -76,9 +87,9 @@ AnswerLane::~AnswerLane() {
     delete worker_;  // its thread has ended: safe to destroy from here
 }
 
-void AnswerLane::start(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+void AnswerLane::start(RunId id, const kev::GenerationRequest& request, const RunHandle& control,
                        const QVector<int>&) {
-    Q_EMIT requestRun(id, request, cancel);
+    Q_EMIT requestRun(id, request, control);
 }
 
 }  // namespace kevui

@@ -8,6 +8,7 @@
 //   ---------                               -----------
 //   lane.run(request) --queued-->           LaneWorker: AnswerEngine::answer (blocks there)
 //   lane.cancel()  sets atomics that answer() reads between steps / polls
+//   lane.join(card) queues a card the local run takes before its next step
 //                  <--queued--              runStarted / stepArrived / runFinished / runFailed
 #pragma once
 
@@ -28,7 +29,7 @@ class LaneWorker : public QObject {
 protected:
     // Runs `request` on `engine` here and reports it: its steps, then its result or the
     // failure's message. `on_prepared` as in AnswerEngine::answer.
-    void answer(RunId id, kev::AnswerEngine& engine, const kev::GenerationRequest& request, const CancelHandle& cancel,
+    void answer(RunId id, kev::AnswerEngine& engine, const kev::GenerationRequest& request, const RunHandle& control,
                 const std::function<void(const kev::PreparedPack&)>& on_prepared = {});
 
 Q_SIGNALS:
@@ -46,9 +47,19 @@ public:
     // Starts a run (a newer one supersedes the running one); returns its id.
     // `cardOfRequest[i]` is the window's card for request card i (the pack view's colours).
     RunId run(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
-    // Stops the current run within one step (every card, or one card of the request).
+    // Stops the current run within one step (every card, or one card of the run: a
+    // request card's index, or the index a joined card was given).
     void cancel();
     void cancelCard(int requestCard);
+    // Whether cards can join this lane's running run (the local pack can; a server's
+    // cards run as requests of their own).
+    virtual bool joinsRuns() const { return false; }
+    // Queues `card` to join the current run at its next step; the step that takes it
+    // says so (StepEvent::joined, with the returned tag, its index in the run or why it
+    // was refused). 0: no run to join.
+    // A join the run ends before taking is never reported: the caller still waits for
+    // it when runFinished / runFailed comes.
+    quint64 join(const kev::CardRequest& card);
     bool running() const { return current_ != 0; }
     RunId currentRun() const { return current_; }
 
@@ -66,15 +77,18 @@ Q_SIGNALS:
 
 protected:
     // Hands the run to the lane's thread (queued).
-    virtual void start(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+    virtual void start(RunId id, const kev::GenerationRequest& request, const RunHandle& control,
                        const QVector<int>& cardOfRequest) = 0;
     // Relays `worker`'s events for the current run.
     void relay(LaneWorker* worker);
 
 private:
-    CancelHandle cancel_;
+    void endRun();
+
+    RunHandle control_;
     RunId nextRun_ = 1;
     RunId current_ = 0;
+    quint64 nextJoin_ = 1;
 };
 
 // Any kev::AnswerEngine (the remote one) on a thread of its own.
@@ -85,7 +99,7 @@ public:
     const kev::AnswerEngine& engine() const { return *engine_; }
 
 public Q_SLOTS:
-    void run(kevui::RunId id, const kev::GenerationRequest& request, const kevui::CancelHandle& cancel);
+    void run(kevui::RunId id, const kev::GenerationRequest& request, const kevui::RunHandle& control);
 
 private:
     std::unique_ptr<kev::AnswerEngine> engine_;
@@ -101,10 +115,10 @@ public:
     bool givesTokenIds() const override { return tokenIds_; }
 
 Q_SIGNALS:
-    void requestRun(kevui::RunId id, const kev::GenerationRequest& request, const kevui::CancelHandle& cancel);
+    void requestRun(kevui::RunId id, const kev::GenerationRequest& request, const kevui::RunHandle& control);
 
 protected:
-    void start(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+    void start(RunId id, const kev::GenerationRequest& request, const RunHandle& control,
                const QVector<int>& cardOfRequest) override;
 
 private:

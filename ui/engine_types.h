@@ -63,10 +63,18 @@ struct PackPreview {
 // Run ids start at 1; 0 means "no run".
 using RunId = quint64;
 
-// The cancel requests of one run, shared by the UI thread (which sets them) and the
-// worker (which reads them between steps). A queued "cancel" slot would wait behind
-// the running generation loop, so cancellation goes through these atomics instead.
-using CancelHandle = std::shared_ptr<kev::CancelFlags>;
+// What the UI thread tells a running run, read by the worker between steps: its cancel
+// requests and the cards that join it. A queued slot would wait behind the running
+// generation loop, so both go through these thread-safe objects instead.
+struct RunControl {
+    // Room for the run's cards and as many joining ones (a card's cancel flag is its
+    // index in the run; a joined card takes the next one).
+    static constexpr std::size_t kMaxJoinedCards = 4096;
+    explicit RunControl(std::size_t cards) : cancel(cards + kMaxJoinedCards) {}
+    kev::CancelFlags cancel;
+    kev::JoinQueue joins;
+};
+using RunHandle = std::shared_ptr<RunControl>;
 
 void registerEngineTypes();
 
@@ -75,7 +83,7 @@ void registerEngineTypes();
 Q_DECLARE_METATYPE(kevui::LoadSettings)
 Q_DECLARE_METATYPE(kevui::ModelInfo)
 Q_DECLARE_METATYPE(kevui::PackPreview)
-Q_DECLARE_METATYPE(kevui::CancelHandle)
+Q_DECLARE_METATYPE(kevui::RunHandle)
 Q_DECLARE_METATYPE(kev::GenerationRequest)
 Q_DECLARE_METATYPE(kev::StepEvent)
 Q_DECLARE_METATYPE(kev::GenerationResult)

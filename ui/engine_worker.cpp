@@ -46,7 +46,7 @@ void registerEngineTypes() {
     qRegisterMetaType<kevui::LoadSettings>("kevui::LoadSettings");
     qRegisterMetaType<kevui::ModelInfo>("kevui::ModelInfo");
     qRegisterMetaType<kevui::PackPreview>("kevui::PackPreview");
-    qRegisterMetaType<kevui::CancelHandle>("kevui::CancelHandle");
+    qRegisterMetaType<kevui::RunHandle>("kevui::RunHandle");
     qRegisterMetaType<kevui::RunId>("kevui::RunId");
     qRegisterMetaType<kev::GenerationRequest>("kev::GenerationRequest");
     qRegisterMetaType<kev::StepEvent>("kev::StepEvent");
@@ -172,7 +172,7 @@ PackPreview EngineWorker::makePreview(const kev::PreparedPack& pack,
     return p;
 }
 
-void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const RunHandle& control,
                        const QVector<int>& cardOfRequest) {
     if (!session_) {
         Q_EMIT runFailed(id, QStringLiteral("No model is loaded"));
@@ -194,7 +194,7 @@ void EngineWorker::run(RunId id, const kev::GenerationRequest& request, const Ca
         return;
     }
     kev::LocalEngine engine(*session_, defaults, prefixCache_.get());
-    answer(id, engine, request, cancel,
+    answer(id, engine, request, control,
            [&](const kev::PreparedPack& pack) { Q_EMIT runStarted(id, makePreview(pack, cardOfRequest)); });
 }
 
@@ -294,9 +294,9 @@ void EngineHost::load(const QString& path, const LoadSettings& settings) {
 
 void EngineHost::cancelLoad() { loadCancel_->store(true); }
 
-void EngineHost::start(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+void EngineHost::start(RunId id, const kev::GenerationRequest& request, const RunHandle& control,
                        const QVector<int>& cardOfRequest) {
-    Q_EMIT requestRun(id, request, cancel, cardOfRequest);
+    Q_EMIT requestRun(id, request, control, cardOfRequest);
 }
 
 void EngineHost::preview(const kev::GenerationRequest& request, const QVector<int>& cardOfRequest) {

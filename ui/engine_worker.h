@@ -73,7 +73,7 @@ public Q_SLOTS:
     // Takes a freshly loaded session; the previous one is released here.
     void adopt(const kevui::SessionHandle& session, const kevui::ModelInfo& info);
     void run(kevui::RunId id, const kev::GenerationRequest& request,
-             const kevui::CancelHandle& cancel, const QVector<int>& cardOfRequest);
+             const kevui::RunHandle& control, const QVector<int>& cardOfRequest);
     // Tokenization and layout only (cheap): what the pack view draws.
     void preview(quint64 id, const kev::GenerationRequest& request, const QVector<int>& cardOfRequest);
     // Attaches the LoRA adapter folder `path` to the model unless it is attached already
@@ -119,6 +119,7 @@ public:
     const ModelInfo& model() const { return model_; }
     QString describe() const override { return model_.path; }
     bool givesTokenIds() const override { return true; }
+    bool joinsRuns() const override { return true; }
 
 Q_SIGNALS:
     void loadProgress(int done, int total);
@@ -132,13 +133,13 @@ Q_SIGNALS:
     // To the worker (queued).
     void requestLoad(const QString& path, const kevui::LoadSettings& settings);
     void requestRun(kevui::RunId id, const kev::GenerationRequest& request,
-                    const kevui::CancelHandle& cancel, const QVector<int>& cardOfRequest);
+                    const kevui::RunHandle& control, const QVector<int>& cardOfRequest);
     void requestPreview(quint64 id, const kev::GenerationRequest& request,
                         const QVector<int>& cardOfRequest);
     void requestLora(const QString& path);
 
 protected:
-    void start(RunId id, const kev::GenerationRequest& request, const CancelHandle& cancel,
+    void start(RunId id, const kev::GenerationRequest& request, const RunHandle& control,
                const QVector<int>& cardOfRequest) override;
 
 private:

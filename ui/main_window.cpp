@@ -212,6 +212,12 @@ MainWindow::MainWindow(const QString& modelPath, QWidget* parent)
         updateActions();
         schedulePreview();
         Q_EMIT runDone();
+        // Cards that could not join the pack that ended run now, together.
+        if (const QList<QuestionCard*> waiting = runs_->takeDeferred(); !waiting.isEmpty()) {
+            prepareLora(/*forRun=*/true);
+            runs_->runAll(waiting, sharedContext_->toPlainText(), boardSystem_->toPlainText());
+            updateActions();
+        }
     });
     restoreSettings();
     // Saved as they change, not only on a clean quit: after a crash the app comes back
@@ -665,8 +671,15 @@ void MainWindow::connectCard(QuestionCard* card) {
         if (!restoring_ && !applying_) {
             runs_->recheck(cards_, card);
             recordEdit(card->number());
+            // Its answer no longer belongs to the card: that card stops, the others go on.
+            if (card->isRunning()) {
+                runs_->stopCard(card);
+                card->showMessage(QStringLiteral("Stopped: edited while it ran. Run answers it again (it joins the pack)."),
+                                  Tone::Note);
+            }
         }
     });
+    connect(card, &QuestionCard::runRequested, this, [this, card] { runCard(card); });
     connect(card, &QuestionCard::promptRequested, this, [this, card] { showPrompt(card); });
     connect(card, &QuestionCard::duplicateRequested, this, [this, card] { duplicateCard(card); });
     connect(card, &QuestionCard::removeRequested, this, [this, card] { removeCard(card); });
@@ -1122,6 +1135,14 @@ bool MainWindow::runAll() {
     return started;
 }
 
+bool MainWindow::runCard(QuestionCard* card) {
+    if (cards_.indexOf(card) < 0) return false;
+    prepareLora(/*forRun=*/true);  // attaches nothing while a pack runs
+    const bool started = runs_->runCard(card, sharedContext_->toPlainText(), boardSystem_->toPlainText());
+    updateActions();
+    return started;
+}
+
 bool MainWindow::replayCard(QuestionCard* card) {
     if (cards_.indexOf(card) < 0) return false;
     const bool started = runs_->replay(card, sharedContext_->toPlainText(), boardSystem_->toPlainText());
@@ -1165,7 +1186,8 @@ void MainWindow::requestPreview() {
 void MainWindow::updateActions() {
     const bool running = isRunning();
     // While another precision or model loads, the loaded one keeps answering.
-    run_->setEnabled(!running && engine_->hasModel());
+    // While a pack runs, Run adds the new and edited cards to it.
+    run_->setEnabled(engine_->hasModel() && (!running || runs_->canJoin()));
     undoAction_->setEnabled(!running && undo_->canUndo());
     redoAction_->setEnabled(!running && undo_->canRedo());
     undoAction_->setText(undo_->canUndo() ? QStringLiteral("Undo %1").arg(undo_->undoText()) : QStringLiteral("Undo"));

@@ -93,6 +93,8 @@ public:
 
     // Returns false (and says why, on the cards or in the window) when nothing started.
     bool runAll();
+    // `card` alone, or joining the running pack (its own Run button).
+    bool runCard(QuestionCard* card);
     bool replayCard(QuestionCard* card);
     void stop();
     bool isRunning() const;

@@ -26,6 +26,9 @@ void PackView::setPreview(const PackPreview& preview) {
     preview_ = preview;
     hasPack_ = true;
     message_.clear();
+    runLine_.clear();
+    sharedReused_ = 0;
+    reusedOfCard_.clear();
     const kev::PackPlan& plan = preview_.plan;
     const qint64 rows = plan.rows();
     // One pixel per (row, column) up to kMaxMaskSide; a longer pack (a whole document as
@@ -52,6 +55,34 @@ void PackView::setMessage(const QString& message) {
     update();
 }
 
+void PackView::setRunLine(const QString& line) {
+    runLine_ = line;
+    update();
+}
+
+void PackView::setReused(qint64 shared, const QVector<qint64>& reusedOfCard) {
+    sharedReused_ = shared;
+    reusedOfCard_ = reusedOfCard;
+    update();
+}
+
+bool PackView::rowReused(qint64 row) const {
+    const kev::PackPlan& plan = preview_.plan;
+    if (!hasPack_ || row < 0 || row >= plan.rows()) return false;
+    if (row < plan.shared_length) return row < sharedReused_;
+    const std::int32_t seg = plan.segments[static_cast<std::size_t>(row)];
+    if (seg < 0 || seg >= plan.cards() || seg >= reusedOfCard_.size()) return false;
+    return row - plan.card(seg).row_begin < reusedOfCard_[seg];
+}
+
+qint64 PackView::reusedRows() const {
+    const kev::PackPlan& plan = preview_.plan;
+    qint64 n = std::min<qint64>(sharedReused_, plan.shared_length);
+    for (std::int32_t c = 0; c < plan.cards() && c < reusedOfCard_.size(); ++c)
+        n += std::min<qint64>(reusedOfCard_[c], plan.card(c).length());
+    return n;
+}
+
 QColor PackView::rowColor(qint64 row) const {
     const std::int32_t seg = preview_.plan.segments[static_cast<std::size_t>(row)];
     if (seg == kev::PackPlan::kSharedSegment) return sharedContextColor();
@@ -61,13 +92,13 @@ QColor PackView::rowColor(qint64 row) const {
 
 // The strip and the mask share their width, so a strip cell sits above its mask column.
 QRect PackView::maskRect() const {
-    const int top = kMargin + kTextHeight + kStripHeight + kMargin;
+    const int top = kMargin + 2 * kTextHeight + kStripHeight + kMargin;
     const int side = std::max(0, std::min(width() - 2 * kMargin, height() - top - kMargin));
     return QRect(kMargin, top, side, side);
 }
 
 QRect PackView::stripRect() const {
-    return QRect(kMargin, kMargin + kTextHeight, maskRect().width(), kStripHeight);
+    return QRect(kMargin, kMargin + 2 * kTextHeight, maskRect().width(), kStripHeight);
 }
 
 QString PackView::describeRow(qint64 row) const {
@@ -80,12 +111,13 @@ QString PackView::describeRow(qint64 row) const {
                                 : QStringLiteral("card %1").arg((seg < preview_.cardOfRequest.size() ? preview_.cardOfRequest[seg] : seg) + 1);
     QString piece = row < preview_.rowPieces.size() ? preview_.rowPieces[static_cast<int>(row)] : QString();
     piece.replace(QLatin1Char('\n'), QStringLiteral("\\n"));
-    return QStringLiteral("row %1 · token %2 \"%3\" · %4 · position %5 · slot %6")
+    return QStringLiteral("row %1 · token %2 \"%3\" · %4 · position %5 · slot %6%7")
         .arg(row)
         .arg(plan.tokens[r])
         .arg(piece, segment)
         .arg(plan.positions[r])
-        .arg(plan.slots[r]);
+        .arg(plan.slots[r])
+        .arg(rowReused(row) ? QStringLiteral(" · reused from the prefix cache") : QString());
 }
 
 void PackView::paintEvent(QPaintEvent*) {
@@ -105,11 +137,20 @@ void PackView::paintEvent(QPaintEvent*) {
                    .arg(plan.cards())
                    .arg(plan.shared_length ? QStringLiteral(" + %1 shared").arg(plan.shared_length) : QString())
                    .arg(plan.cache_slots));
+    const qint64 reused = reusedRows();
+    const QString second = reused > 0 ? QStringLiteral("%1 rows reused from the prefix cache (hatched)%2")
+                                            .arg(reused)
+                                            .arg(runLine_.isEmpty() ? QString() : QStringLiteral(" · ") + runLine_)
+                                      : runLine_;
+    p.drawText(QRect(kMargin, kMargin + kTextHeight, width() - 2 * kMargin, kTextHeight), Qt::AlignLeft | Qt::AlignVCenter,
+               second);
     const QRect strip = stripRect();
     for (qint64 i = 0; i < rows; ++i) {
         const int x0 = strip.left() + static_cast<int>(strip.width() * i / rows);
         const int x1 = strip.left() + static_cast<int>(strip.width() * (i + 1) / rows);
-        p.fillRect(QRect(x0, strip.top(), std::max(1, x1 - x0), strip.height()), rowColor(i));
+        const QRect cell(x0, strip.top(), std::max(1, x1 - x0), strip.height());
+        p.fillRect(cell, rowColor(i));
+        if (rowReused(i)) p.fillRect(cell, QBrush(palette().text().color(), Qt::BDiagPattern));
     }
     // Segment borders, so cards of similar colour stay apart.
     p.setPen(QPen(Qt::black, 1));

@@ -263,14 +263,18 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     layout->addWidget(footer_);
     stop_ = toolButton(QStringLiteral("Stop"), QStringLiteral("Stop this card only"), QStringLiteral("cardStopButton"), this);
     stop_->setEnabled(false);
+    runCard_ = toolButton(QStringLiteral("Run"), QStringLiteral("Answer this card (it joins the pack if one is running)"),
+                          QStringLiteral("cardRunButton"), this);
     auto* copy = toolButton(QStringLiteral("Copy"), QStringLiteral("Copy the answer"), QStringLiteral("copyButton"), this);
     footerRow->addStretch(1);
+    footerRow->addWidget(runCard_);
     footerRow->addWidget(stop_);
     footerRow->addWidget(sweep);
     footerRow->addWidget(replay_);
     footerRow->addWidget(copy);
     layout->addLayout(footerRow);
     connect(stop_, &QToolButton::clicked, this, &QuestionCard::stopRequested);
+    connect(runCard_, &QToolButton::clicked, this, &QuestionCard::runRequested);
     connect(copy, &QToolButton::clicked, this, [this] { QApplication::clipboard()->setText(answer_.text); });
 
     // Tab follows what the eye does: the header left to right, the question and its
@@ -279,7 +283,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     const QList<QWidget*> order{left,   right,          prompt,        dup,    remove,       question_,
                                 temperatureSlider_,     temperatureSpin_,      advancedToggle_, topP_,
                                 topK_,  minP_,          repetitionPenalty_,    maxNewTokens_, seed_,
-                                stops_, lora_,          engine_,       system_,     answerView_, stop_,  sweep,
+                                stops_, lora_,          engine_,       system_,     answerView_, runCard_, stop_, sweep,
                                 replay_, copy};
     for (int i = 1; i < order.size(); ++i) setTabOrder(order[i - 1], order[i]);
 
@@ -468,6 +472,7 @@ void QuestionCard::setRunning(bool running) {
     running_ = running;
     if (ended && markdown_) showAnswerText();
     stop_->setEnabled(running);
+    runCard_->setEnabled(!running);
     updateFooter();
 }
 

@@ -47,6 +47,7 @@ public:
     void setProgress(qint64 generated, double tokensPerS, double ttftS);
     void finishAnswer(const CardAnswer& answer); // final text, stats and finish reason
     void setRunning(bool running);
+    bool isRunning() const { return running_; }
     QString answerText() const { return answer_.text; }
     const CardAnswer& answer() const { return answer_; }
     QString footerText() const;
@@ -72,6 +73,7 @@ Q_SIGNALS:
     void removeRequested();
     void sweepRequested();
     void replayRequested();
+    void runRequested();            // answer this card (joining a running pack)
     void stopRequested();
     void moveRequested(int delta);  // -1: one place left, +1: right
     void promptRequested();         // show the prompt as the model sees it
@@ -113,6 +115,7 @@ private:
     QTextEdit* answerView_ = nullptr;
     QLabel* footer_ = nullptr;
     QToolButton* stop_ = nullptr;
+    QToolButton* runCard_ = nullptr;
     QToolButton* replay_ = nullptr;
 };
 

@@ -116,8 +116,35 @@ void RunController::recheck(const QList<QuestionCard*>& cards, QuestionCard* edi
     }
 }
 
+bool RunController::checkCards(const QList<QuestionCard*>& cards, const BoardInputs& board, QVector<CardSettings>* sent) {
+    // Every card is checked before anything is cleared: a run that cannot start leaves
+    // every answer in place.
+    int problems = 0;
+    for (QuestionCard* card : cards) {
+        const QString problem = problemOf(card);
+        if (!problem.isEmpty()) {
+            card->showMessage(problem);
+            ++problems;
+            continue;
+        }
+        card->clearMessage();
+        CardSettings s = resolvedSettings(card->settings(), board);
+        if (!s.engine.isEmpty()) s.lora = false;  // the toolbar's adapter is the local model's
+        sent->push_back(s);
+    }
+    if (problems > 0) {
+        problemsShown_ = true;
+        Q_EMIT windowMessage(QStringLiteral("Nothing ran: %1 card(s) need attention (marked in red).").arg(problems), Tone::Error);
+        return false;
+    }
+    problemsShown_ = false;
+    Q_EMIT windowMessage(QString(), Tone::Note);
+    return true;
+}
+
 bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sharedContext, const QString& system) {
-    if (running()) return false;
+    const BoardInputs board = boardInputs(sharedContext, system);
+    if (running()) return joinRun(cards, board, /*force=*/false);
     const bool anyLocal = std::any_of(cards.begin(), cards.end(), [](const QuestionCard* c) { return c->settings().engine.isEmpty(); });
     // While another model or precision loads, the loaded model keeps answering.
     if (anyLocal && !engine_->hasModel()) {
@@ -129,36 +156,24 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
         Q_EMIT windowMessage(QStringLiteral("There is no question to answer: add a card first."), Tone::Error);
         return false;
     }
-    // Every card is checked before anything is cleared: a run that cannot start leaves
-    // every answer in place.
-    BoardInputs board = board_;
-    board.sharedContext = sharedContext;
-    board.system = system;
-    int problems = 0;
     QVector<CardSettings> sent;
-    for (QuestionCard* card : cards) {
-        const QString problem = problemOf(card);
-        if (!problem.isEmpty()) {
-            card->showMessage(problem);
-            ++problems;
-            continue;
-        }
-        card->clearMessage();
-        CardSettings s = resolvedSettings(card->settings(), board);
-        if (!s.engine.isEmpty()) s.lora = false;  // the toolbar's adapter is the local model's
-        sent.push_back(s);
-    }
-    if (problems > 0) {
-        problemsShown_ = true;
-        Q_EMIT windowMessage(QStringLiteral("Nothing ran: %1 card(s) need attention (marked in red).").arg(problems), Tone::Error);
-        return false;
-    }
-    problemsShown_ = false;
-    Q_EMIT windowMessage(QString(), Tone::Note);
-    // Local cards in one pack; remote ones grouped by connection, in board order: one
-    // group per engine, each one run on its lane.
+    if (!checkCards(cards, board, &sent)) return false;
     kind_ = Kind::Pack;
     sentBoard_ = board;
+    packLog_.clear();
+    gauges_->startRun();
+    startCards(cards, sent, board);
+    return true;
+}
+
+bool RunController::runCard(QuestionCard* card, const QString& sharedContext, const QString& system) {
+    if (running()) return joinRun({card}, boardInputs(sharedContext, system), /*force=*/true);
+    return runAll({card}, sharedContext, system);
+}
+
+void RunController::startCards(const QList<QuestionCard*>& cards, const QVector<CardSettings>& sent, const BoardInputs& board) {
+    // Local cards in one pack; remote ones grouped by connection, in board order: one
+    // group per engine, each one run on its lane.
     QStringList order;
     QHash<QString, Group> byEngine;
     for (int i = 0; i < cards.size(); ++i) {
@@ -172,7 +187,6 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
         g.sent.push_back(sent[i]);
         g.previous.push_back(doc_->card(number) ? doc_->card(number)->answer : CardAnswer{});
     }
-    gauges_->startRun();
     for (const QString& name : order) {
         Group g = byEngine.take(name);
         g.lane = laneFor(name, nullptr);  // problemOf checked the connection
@@ -185,7 +199,140 @@ bool RunController::runAll(const QList<QuestionCard*>& cards, const QString& sha
         request.logprobs = kTopAlternatives;
         startGroup(std::move(g), request);
     }
-    return true;
+}
+
+RunController::Place RunController::placeOf(const QuestionCard* card) const {
+    for (const auto& g : groups_) {
+        if (g->done) continue;
+        if (const int i = g->cards.indexOf(card); i >= 0) return {g.get(), i};
+    }
+    return {};
+}
+
+RunController::Group* RunController::joiningGroupOf(const QuestionCard* card) const {
+    for (const auto& g : groups_)
+        for (const Joining& j : g->joining)
+            if (j.card == card && !g->done) return g.get();
+    return nullptr;
+}
+
+bool RunController::sameRunInputs(const BoardInputs& a, const BoardInputs& b) {
+    return a.sharedContext == b.sharedContext && a.system == b.system && a.loraScale == b.loraScale &&
+           a.adapter == b.adapter;
+}
+
+QString RunController::whyNotJoin(const Group* pack, const CardSettings& s, const BoardInputs& board) const {
+    if (!sameRunInputs(board, sentBoard_))
+        return QStringLiteral("the shared context, system prompt or LoRA scale changed since the pack started");
+    if (!pack || !s.engine.isEmpty()) return QString();
+    const Group& g = *pack;
+    // A pack whose every card wants the adapter at one scale may run with it merged into
+    // the weights: only a card with the same LoRA use can join it. A card wanting LoRA
+    // when no card of the pack did may need the adapter attached first.
+    const kev::LoraUse want = loraFor(s);
+    bool anyOn = false;
+    bool allOnAlike = !g.sent.isEmpty();
+    const kev::LoraUse first = g.sent.isEmpty() ? kev::LoraUse{} : loraFor(g.sent.front());
+    for (const CardSettings& o : g.sent) {
+        const kev::LoraUse u = loraFor(o);
+        anyOn = anyOn || u.enabled;
+        allOnAlike = allOnAlike && u.enabled && u == first;
+    }
+    if (allOnAlike && !(want == first)) return QStringLiteral("the running pack has the LoRA adapter merged at another setting");
+    if (want.enabled && !anyOn) return QStringLiteral("no card of the running pack uses the LoRA adapter");
+    return QString();
+}
+
+bool RunController::joinRun(const QList<QuestionCard*>& cards, const BoardInputs& board, bool force) {
+    if (kind_ != Kind::Pack) {
+        Q_EMIT windowMessage(QStringLiteral("A replay is running: run again when it has finished."), Tone::Error);
+        return false;
+    }
+    // What joins: new cards and cards whose question or settings changed since they ran
+    // (or failed); a running card that was edited is stopped and starts again. Unchanged
+    // cards keep their answers (a card's own Run answers it again whatever it holds).
+    QList<QuestionCard*> wanted;
+    for (QuestionCard* card : cards) {
+        if (joiningGroupOf(card) || deferred_.contains(card)) continue;  // on its way already
+        const CardState* state = doc_->card(card->number());
+        if (!state) continue;
+        const Place place = placeOf(card);
+        bool stale = false;
+        if (place.group && card->isRunning()) {
+            CardAnswer sentAnswer;
+            sentAnswer.ranWith = place.group->sent.value(place.index);
+            stale = answerIsStale(sentAnswer, card->settings());
+        } else {
+            const CardAnswer& a = state->answer;
+            stale = !a.ranWith || answerIsStale(a, card->settings()) ||
+                    a.finish == QLatin1String(kev::to_string(kev::FinishReason::Failed));
+        }
+        if (stale || (force && !card->isRunning())) wanted << card;
+    }
+    if (wanted.isEmpty()) {
+        Q_EMIT windowMessage(QStringLiteral("Every card is answered or running: edit a card or add one, then Run to have it join."),
+                             Tone::Note);
+        return false;
+    }
+    QVector<CardSettings> sent;
+    if (!checkCards(wanted, board, &sent)) return false;
+    Group* pack = nullptr;
+    for (const auto& g : groups_)
+        if (!g->done && g->lane == engine_) pack = g.get();
+    QList<QuestionCard*> fresh;  // cards that start runs of their own (servers; the local model when idle)
+    QVector<CardSettings> freshSent;
+    int joined = 0;
+    int waiting = 0;
+    for (int i = 0; i < wanted.size(); ++i) {
+        QuestionCard* card = wanted[i];
+        const CardSettings& s = sent[i];
+        const bool local = s.engine.isEmpty();
+        if (const QString why = whyNotJoin(pack, s, board); !why.isEmpty()) {
+            deferred_ << card;
+            card->showMessage(QStringLiteral("Waits for the running pack to end: %1.").arg(why), Tone::Note);
+            ++waiting;
+            continue;
+        }
+        // A card still running from the last Run is stopped there; it starts again here.
+        if (const Place old = placeOf(card); old.group) {
+            old.group->lane->cancelCard(old.index);
+            old.group->cards[old.index] = nullptr;
+        }
+        if (!local || !pack) {
+            fresh << card;
+            freshSent << s;
+            continue;
+        }
+        Joining j;
+        j.card = card;
+        j.sent = s;
+        j.previous = doc_->card(card->number())->answer;
+        const quint64 tag = engine_->join(cardRequest(s, board));
+        if (tag == 0) {  // the run ended on the UI thread's side already: the next run takes it
+            deferred_ << card;
+            ++waiting;
+            continue;
+        }
+        pack->joining.insert(tag, j);
+        doc_->startAnswer(card->number());
+        card->setRunning(true);
+        ++joined;
+    }
+    if (!fresh.isEmpty()) startCards(fresh, freshSent, board);
+    const int started = joined + static_cast<int>(fresh.size());
+    Q_EMIT statusMessage(waiting == 0 ? QStringLiteral("%1 card(s) joined the running pack").arg(started)
+                                      : QStringLiteral("%1 card(s) joined the running pack, %2 wait for it to end")
+                                            .arg(started)
+                                            .arg(waiting));
+    return started > 0 || waiting > 0;
+}
+
+QList<QuestionCard*> RunController::takeDeferred() {
+    QList<QuestionCard*> cards;
+    for (const QPointer<QuestionCard>& c : deferred_)
+        if (c) cards << c;
+    deferred_.clear();
+    return cards;
 }
 
 EngineLane* RunController::laneFor(const QString& connection, QuestionCard* card) {
@@ -283,8 +430,45 @@ void RunController::stop() {
 }
 
 void RunController::stopCard(QuestionCard* card) {
-    for (const auto& g : groups_)
-        if (const int i = g->cards.indexOf(card); i >= 0 && !g->done) g->lane->cancelCard(i);
+    for (const auto& g : groups_) {
+        if (g->done) continue;
+        if (const int i = g->cards.indexOf(card); i >= 0) g->lane->cancelCard(i);
+        for (Joining& j : g->joining)
+            if (j.card == card) j.stopped = true;  // cancelled as soon as the run takes it
+    }
+    if (deferred_.removeAll(card) > 0) card->clearMessage();
+}
+
+bool RunController::canJoin() const { return running() && kind_ == Kind::Pack; }
+
+void RunController::onJoined(Group& g, const kev::JoinedCard& joined) {
+    const auto it = g.joining.find(joined.tag);
+    if (it == g.joining.end()) return;
+    const Joining j = it.value();
+    g.joining.erase(it);
+    QuestionCard* card = j.card;
+    if (joined.card < 0) {
+        // Refused (too long for the context, a setting the run cannot take): the card keeps
+        // the answer it had and says why.
+        if (card) {
+            doc_->setAnswer(card->number(), j.previous);
+            card->setRunning(false);
+            card->showMessage(QStringLiteral("Could not join the running pack: %1").arg(QString::fromStdString(joined.error)));
+        }
+        return;
+    }
+    const int i = joined.card;
+    if (i >= g.cards.size()) {
+        g.cards.resize(i + 1);
+        g.rowOfCard.resize(i + 1);
+        g.sent.resize(i + 1);
+        g.previous.resize(i + 1);
+    }
+    g.cards[i] = card;
+    g.sent[i] = j.sent;
+    g.previous[i] = j.previous;
+    g.rowOfCard[i] = card ? card->number() - 1 : -1;
+    if (j.stopped || !card) g.lane->cancelCard(i);
 }
 
 void RunController::onRunStarted(Group&, const PackPreview& pack) {
@@ -298,6 +482,12 @@ void RunController::onStep(Group& g, const kev::StepEvent& event) {
     // The toolbar's LoRA label describes the board's last pack, not a one-card replay.
     if (event.step == 0 && kind_ == Kind::Pack && local) Q_EMIT loraMode(QString::fromLatin1(kev::to_string(event.lora_mode)));
     if (kind_ != Kind::Pack) return;  // a replay's card keeps showing its packed answer
+    // Cards that joined at this step first: their first tokens may be in this step.
+    for (const kev::JoinedCard& j : event.joined) {
+        onJoined(g, j);
+        if (j.card >= 0 && j.card < g.cards.size() && g.cards[j.card])
+            logPack(QStringLiteral("card %1 joined at step %2").arg(g.cards[j.card]->number()).arg(event.step));
+    }
     QVector<QPair<int, double>> rates;
     for (const kev::CardUpdate& u : event.updates) {
         if (u.card < 0 || u.card >= g.cards.size()) continue;
@@ -308,6 +498,7 @@ void RunController::onStep(Group& g, const kev::StepEvent& event) {
         doc_->setProgress(number, u.stats.generated_tokens, u.stats.tokens_per_s, u.stats.time_to_first_token_s);
         if (u.finished) {
             card->setRunning(false);
+            if (local) logPack(QStringLiteral("card %1 left at step %2").arg(number).arg(event.step));
             if (const CardState* c = doc_->card(number)) {
                 CardAnswer a = c->answer;
                 a.finish = QString::fromLatin1(kev::to_string(*u.finished));
@@ -321,10 +512,38 @@ void RunController::onStep(Group& g, const kev::StepEvent& event) {
     // flatten the rest of the plot. The pack's rate is shown from the third forward on
     // (a server's streams have no pack rate of their own: theirs is per card).
     constexpr std::int64_t kFirstSteadyStep = 2;
-    if (local) gauges_->setLiveCache(event.kv_bytes_in_use, event.prefix_cache_bytes);
+    if (local) {
+        gauges_->setLiveCache(event.kv_bytes_in_use, event.prefix_cache_bytes);
+        showStep(g, event);
+    }
+    if (event.rows == 0 && event.updates.empty()) return;  // only joins refused as the run ended
     if (local || !rates.isEmpty())
         gauges_->addStep(local && event.step >= kFirstSteadyStep ? event.aggregate_tokens_per_s : 0.0, rates);
     Q_EMIT answersChanged();
+}
+
+void RunController::logPack(const QString& line) {
+    constexpr int kLines = 3;  // the latest entries and leaves, beside the step
+    packLog_.push_back(line);
+    while (packLog_.size() > kLines) packLog_.pop_front();
+}
+
+void RunController::showStep(Group& g, const kev::StepEvent& event) {
+    for (const kev::CardUpdate& u : event.updates) {
+        if (u.card < 0) continue;
+        if (u.card >= g.reused.size()) g.reused.resize(u.card + 1);
+        g.reused[u.card] = u.stats.reused_tokens;
+    }
+    int reading = 0;
+    for (const Joining& j : g.joining) reading += j.card ? 1 : 0;
+    QString line = QStringLiteral("step %1 · %2 rows").arg(event.step).arg(event.rows);
+    if (event.prompt_rows > 0 && event.prompt_rows < event.rows)
+        line += QStringLiteral(" (%1 of them prompt)").arg(event.prompt_rows);
+    line += QStringLiteral(" · %1 answering").arg(event.active_cards);
+    if (reading > 0) line += QStringLiteral(" · %1 waiting to join").arg(reading);
+    for (const QString& l : packLog_) line += QStringLiteral(" · ") + l;
+    packView_->setRunLine(line);
+    packView_->setReused(event.shared_reused_tokens, g.reused);
 }
 
 CardAnswer RunController::recordedAnswer(const Group& g, int i, const kev::CardResult& r) const {
@@ -400,6 +619,14 @@ void RunController::onRunFinished(Group& g, const kev::GenerationResult& result)
         if (!result.cards.empty()) showReplayVerdict(g, result.cards.front());
         return maybeEnd();
     }
+    // Cards queued to join as the run ended wait for the next one, as do any the run
+    // never reported.
+    for (const auto& [tag, j] : g.joining.asKeyValueRange()) {
+        Q_UNUSED(tag);
+        if (j.card && !j.stopped) deferred_ << j.card;
+        if (j.card) doc_->setAnswer(j.card->number(), j.previous);
+    }
+    g.joining.clear();
     for (std::size_t i = 0; i < result.cards.size() && static_cast<int>(i) < g.cards.size(); ++i) {
         QuestionCard* card = g.cards[static_cast<int>(i)];
         if (!card) continue;
@@ -437,6 +664,12 @@ void RunController::onRunFailed(Group& g, const QString& message) {
     if (kind_ == Kind::Replay && g.cards.value(0)) g.cards.value(0)->clearMessage();
     bool restored = false;
     if (kind_ == Kind::Pack) {
+        for (const Joining& j : g.joining) {
+            if (!j.card) continue;
+            doc_->setAnswer(j.card->number(), j.previous);
+            j.card->setRunning(false);
+        }
+        g.joining.clear();
         // Nothing was answered: every card gets back the answer it had.
         for (int i = 0; i < g.cards.size() && i < g.previous.size(); ++i) {
             if (QuestionCard* card = g.cards[i]) {

@@ -5,6 +5,7 @@
 // the same events: nothing below the lane choice knows which engine answered.
 #pragma once
 
+#include <QHash>
 #include <QList>
 #include <QObject>
 #include <QPointer>
@@ -46,7 +47,17 @@ public:
     // Every local card in one pack, and every card whose engine is a saved connection as
     // one streaming request to that server, all at once. Returns false (with a message on each card at fault, or
     // windowMessage) when nothing started.
+    // While a pack runs, the cards that are new or changed since they ran join it instead
+    // (joinRun).
     bool runAll(const QList<QuestionCard*>& cards, const QString& sharedContext, const QString& system = {});
+    // `card` alone: its own pack, or joining the running one (answered again even when
+    // it is unchanged).
+    bool runCard(QuestionCard* card, const QString& sharedContext, const QString& system = {});
+    // Whether Run now adds cards to a running pack (a replay cannot be joined).
+    bool canJoin() const;
+    // Cards that could not join the pack that ran (another shared context, another LoRA
+    // use, or they came as it ended): the window runs them next. Emptied by this call.
+    QList<QuestionCard*> takeDeferred();
     // `card` alone, with the inputs, seed and length of its packed answer (the board's
     // system prompt and shared context for answers saved before inputs were recorded).
     bool replay(QuestionCard* card, const QString& sharedContext, const QString& system = {});
@@ -87,6 +98,12 @@ Q_SIGNALS:
 
 private:
     enum class Kind { Pack, Replay, Request };
+    struct Joining {
+        QPointer<QuestionCard> card;
+        CardSettings sent;
+        CardAnswer previous;           // put back if it is refused or the run fails
+        bool stopped = false;          // its Stop was pressed before the run took it
+    };
     // Cards sent to one lane in one run: request card i answers into cards[i] (a card
     // removed mid-run becomes null).
     struct Group {
@@ -100,9 +117,33 @@ private:
         QVector<CardSettings> sent;
         QVector<CardAnswer> previous;
         QPointer<kevremote::MetricsPoller> poller;  // a server's own figures
+        // Cards sent to join this group's running pack, by their join tag, until the run
+        // takes them (StepEvent::joined) and they get their index.
+        QHash<quint64, Joining> joining;
+        QVector<qint64> reused;        // per request card: prompt tokens from the prefix cache
         bool done = false;
     };
+    struct Place {
+        Group* group = nullptr;
+        int index = -1;
+    };
 
+    // Checks `cards` and gives the settings they are sent with; false (each problem on its
+    // card, and said in the window) when any cannot run.
+    bool checkCards(const QList<QuestionCard*>& cards, const BoardInputs& board, QVector<CardSettings>* sent);
+    // Starts `cards` as one group per engine (the local pack, each server).
+    void startCards(const QList<QuestionCard*>& cards, const QVector<CardSettings>& sent, const BoardInputs& board);
+    bool joinRun(const QList<QuestionCard*>& cards, const BoardInputs& board, bool force);
+    // Why a card with settings `s` cannot join `pack` (null: no local pack runs); empty
+    // when it can.
+    QString whyNotJoin(const Group* pack, const CardSettings& s, const BoardInputs& board) const;
+    static bool sameRunInputs(const BoardInputs& a, const BoardInputs& b);
+    Place placeOf(const QuestionCard* card) const;
+    Group* joiningGroupOf(const QuestionCard* card) const;
+    void onJoined(Group& g, const kev::JoinedCard& joined);
+    // The pack view's line for the latest step, with the latest entries and leaves.
+    void showStep(Group& g, const kev::StepEvent& event);
+    void logPack(const QString& line);
     void watch(EngineLane* lane);
     Group* groupOf(const EngineLane* lane, RunId id);
     // The lane for `connection` (empty: the local model's); null with a message on `card`
@@ -128,6 +169,8 @@ private:
     const kevremote::ConnectionStore* connections_ = nullptr;
     bool problemsShown_ = false;  // the window says "Nothing ran: N card(s) need attention"
     BoardInputs board_;  // the toolbar's LoRA choice and adapter
+    QList<QPointer<QuestionCard>> deferred_;
+    QStringList packLog_;  // cards entering and leaving the running pack, latest last
 };
 
 }  // namespace kevui
