@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <unordered_map>
 
@@ -43,6 +44,9 @@ struct PrefixCache::Impl {
     std::int64_t reused = 0;
     std::int64_t evicted = 0;
     std::uint64_t tick = 0;
+    // Every block by its last use (a tick, unique) -> its bucket: the eviction order, so
+    // an eviction takes the oldest without a scan.
+    std::map<std::uint64_t, std::uint64_t> by_use;
     // The bound model.
     const Model* model = nullptr;
     DType dtype = DType::F32;
@@ -69,20 +73,27 @@ struct PrefixCache::Impl {
         return h;
     }
 
+    // Marks `b` (in bucket `hash`) as the most recently used block.
+    void touch(Block& b, std::uint64_t hash) {
+        if (b.last_use != 0) by_use.erase(b.last_use);
+        b.last_use = ++tick;
+        by_use.emplace(b.last_use, hash);
+    }
+
     void evict_to(std::int64_t limit) {
-        while (bytes > limit && count > 0) {
-            std::uint64_t oldest = ~0ull;
-            std::uint64_t key = 0;
-            std::size_t index = 0;
-            for (const auto& [h, bucket] : blocks)
-                for (std::size_t j = 0; j < bucket.size(); ++j)
-                    if (bucket[j].last_use < oldest) oldest = bucket[j].last_use, key = h, index = j;
-            auto& bucket = blocks[key];
-            bytes -= static_cast<std::int64_t>(bucket[index].kv.nbytes());
-            bucket.erase(bucket.begin() + static_cast<std::ptrdiff_t>(index));
-            if (bucket.empty()) blocks.erase(key);
-            --count;
-            ++evicted;
+        while (bytes > limit && !by_use.empty()) {
+            const auto oldest = by_use.begin();
+            auto& bucket = blocks[oldest->second];
+            const auto it = std::find_if(bucket.begin(), bucket.end(),
+                                         [&](const Block& b) { return b.last_use == oldest->first; });
+            if (it != bucket.end()) {
+                bytes -= static_cast<std::int64_t>(it->kv.nbytes());
+                bucket.erase(it);
+                --count;
+                ++evicted;
+            }
+            if (bucket.empty()) blocks.erase(oldest->second);
+            by_use.erase(oldest);
         }
     }
 };
@@ -110,6 +121,7 @@ void PrefixCache::bind(const Model& model) {
 
 void PrefixCache::clear() {
     impl_->blocks.clear();
+    impl_->by_use.clear();
     impl_->bytes = 0;
     impl_->count = 0;
 }
@@ -138,7 +150,7 @@ std::int64_t PrefixCache::match(const std::vector<TokenId>& tokens, const Prefix
         h = Impl::next_hash(h, tokens, i);
         Impl::Block* b = m.find(tokens, state, h, i);
         if (!b) break;
-        b->last_use = ++m.tick;
+        m.touch(*b, h);
     }
     return i * kBlockTokens;
 }
@@ -189,7 +201,7 @@ void PrefixCache::store(const std::vector<TokenId>& tokens, std::int64_t valid, 
     for (std::int64_t i = 0; (i + 1) * kBlockTokens <= valid; ++i) {
         h = Impl::next_hash(h, tokens, i);
         if (Impl::Block* b = m.find(tokens, state, h, i)) {
-            b->last_use = ++m.tick;
+            m.touch(*b, h);
             continue;
         }
         std::vector<std::int64_t> slots;
@@ -202,10 +214,11 @@ void PrefixCache::store(const std::vector<TokenId>& tokens, std::int64_t valid, 
         b.prefix.assign(tokens.begin(), tokens.begin() + (i + 1) * kBlockTokens);
         b.state = state;
         b.kv = at::stack(layers);  // [layers, 2, KVH, kBlockTokens, D]
-        b.last_use = ++m.tick;
         m.bytes += static_cast<std::int64_t>(b.kv.nbytes());
         ++m.count;
-        m.blocks[h].push_back(std::move(b));
+        std::vector<Impl::Block>& bucket = m.blocks[h];
+        bucket.push_back(std::move(b));
+        m.touch(bucket.back(), h);
     }
     m.evict_to(m.budget);
 }
