@@ -629,6 +629,26 @@ private Q_SLOTS:
         const auto third = runCards(*m, board, context, withCache);
         QCOMPARE(third.cards[0].logits, first.cards[0].logits);
         QCOMPARE(third.cards[3].tokens, first.cards[3].tokens);
+
+        // A follow-up: card 0's prompt, the answer it got and a new turn. It starts from the
+        // blocks of its conversation so far (the prompt and every answer token fed back;
+        // the last sampled one never is, unless the answer ended by itself) and gives the
+        // bits of a run that recomputes them.
+        kev::TokenCard follow = board[0];
+        const kev::CardResult& answered = first.cards[0];
+        follow.prompt.insert(follow.prompt.end(), answered.tokens.begin(), answered.tokens.end());
+        const auto turn = randomPrompt(rng, vocab, 5, 9);
+        follow.prompt.insert(follow.prompt.end(), turn.begin(), turn.end());
+        const auto cont = runCards(*m, {follow}, context, withCache);
+        const auto contFresh = runCards(*m, {follow}, context);
+        QCOMPARE(cont.cards[0].tokens, contFresh.cards[0].tokens);
+        QVERIFY2(cont.cards[0].logits == contFresh.cards[0].logits, "a follow-up's logits are not the recomputed bits");
+        const auto fed = static_cast<std::int64_t>(answered.tokens.size()) -
+                         (answered.finish == kev::FinishReason::MaxTokens ? 1 : 0);
+        const auto ctx = static_cast<std::int64_t>(context.size());
+        const std::int64_t conversation = ctx + static_cast<std::int64_t>(board[0].prompt.size()) + fed;
+        QCOMPARE(cont.cards[0].stats.reused_tokens, std::max<std::int64_t>(0, conversation / B * B - ctx));
+        QVERIFY(cont.cards[0].stats.reused_tokens > 0);
     }
 
     // The cache itself: a block is found only for the same whole prefix and state;
