@@ -93,20 +93,76 @@ std::uint64_t seed(const json& v, const std::string& at) {
     return v.get<std::uint64_t>();
 }
 
+// "messages": [system?, user, assistant, ..., user] -> the question (the last user
+// message), the system message and the earlier turns.
+void read_conversation(const json& v, const std::string& at, FileQuestion& q) {
+    if (!v.is_array()) fail(at, "expected an array of {\"role\", \"content\"} objects, got " + type_of(v));
+    if (v.empty()) fail(at, "the list is empty: it needs at least the user message to answer");
+    std::string expected = "user";  // the role the next message must have (after an optional system)
+    std::string pending_user;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const json& m = v[i];
+        const std::string here = at + ": message " + std::to_string(i + 1);
+        if (!m.is_object()) fail(here, "expected an object with \"role\" and \"content\", got " + type_of(m));
+        for (const auto& [key, x] : m.items()) {
+            (void)x;
+            if (key != "role" && key != "content") fail(here, "unknown key \"" + key + "\" (a message has \"role\" and \"content\")");
+        }
+        if (!m.contains("role") || !m["role"].is_string())
+            fail(here, "\"role\" must be a string: system, user or assistant" + (m.contains("role") ? ", got " + type_of(m["role"]) : std::string()));
+        if (!m.contains("content") || !m["content"].is_string())
+            fail(here, "\"content\" must be a string" + (m.contains("content") ? ", got " + type_of(m["content"]) : std::string(", and is missing")));
+        const std::string& role = m["role"].get_ref<const std::string&>();
+        const std::string& content = m["content"].get_ref<const std::string&>();
+        if (role != "system" && role != "user" && role != "assistant")
+            fail(here, "unknown role \"" + role + "\" (expected system, user or assistant)");
+        if (role == "system") {
+            if (i != 0) fail(here, "a system message may only come first");
+            q.system = content;
+            continue;
+        }
+        if (role != expected) {
+            fail(here, std::string(expected == "user" ? "expected a user" : "expected an assistant") + " message, got " + role +
+                           " (user and assistant take turns)");
+        }
+        if (role == "user") {
+            if (content.empty()) fail(here, "the user message is empty");
+            pending_user = content;
+            expected = "assistant";
+        } else {
+            q.history.push_back({pending_user, content});
+            expected = "user";
+        }
+    }
+    if (expected != "assistant") {
+        fail(at, v.size() == 1 && q.system ? std::string("there is no user message to answer, only a system message")
+                                           : "the last message must be the user message to answer, not an assistant message");
+    }
+    q.question = pending_user;
+}
+
 FileQuestion entry(const json& item, const std::string& where, const kev::SamplingSettings& defaults,
                    float default_lora_scale) {
     if (item.is_string()) {
         if (item.get_ref<const std::string&>().empty()) fail(where, "the question is empty");
         return {item.get<std::string>(), std::nullopt, std::nullopt};
     }
-    if (!item.is_object() || !item.contains("question") || !item["question"].is_string())
-        fail(where, "expected a string or an object with a \"question\" string");
-    if (item["question"].get_ref<const std::string&>().empty()) fail(where + ": question", "the question is empty");
+    FileQuestion q;
+    const bool conversation = item.is_object() && item.contains("messages");
+    if (conversation) {
+        if (item.contains("question")) fail(where, "give either \"question\" or \"messages\", not both");
+        read_conversation(item["messages"], where + ": messages", q);
+    } else {
+        if (!item.is_object() || !item.contains("question") || !item["question"].is_string())
+            fail(where, "expected a string or an object with a \"question\" string or a \"messages\" array");
+        if (item["question"].get_ref<const std::string&>().empty()) fail(where + ": question", "the question is empty");
+        q.question = item["question"].get<std::string>();
+    }
     kev::SamplingSettings s = defaults;
     std::optional<kev::LoraUse> lora;
     for (const auto& [key, v] : item.items()) {
         const std::string at = where + ": " + key;
-        if (key == "question") continue;
+        if (key == "question" || key == "messages") continue;
         if (key == "lora") {
             if (!v.is_boolean()) fail(at, "expected true or false, got " + type_of(v));
             lora = kev::LoraUse{v.get<bool>(), lora ? lora->scale : default_lora_scale};
@@ -148,7 +204,9 @@ FileQuestion entry(const json& item, const std::string& where, const kev::Sampli
     } catch (const kev::Error& e) {
         fail(where, e.what());  // a setting's rule broken in the file: a file error
     }
-    return {item["question"].get<std::string>(), s, lora};
+    q.sampling = s;
+    q.lora = lora;
+    return q;
 }
 
 }  // namespace

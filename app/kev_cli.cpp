@@ -78,7 +78,9 @@ const char* kUsage =
     "                            at most 16 MiB; an object is {\"question\": ..., and optionally\n"
     "                            \"temperature\", \"top_p\", \"top_k\", \"min_p\", \"repetition_penalty\",\n"
     "                            \"max_new_tokens\", \"seed\", \"stop\", \"lora\": true|false, \"lora_scale\"}\n"
-    "                            (LoRA without --lora: the demo adapter)\n"
+    "                            (LoRA without --lora: the demo adapter); \"messages\": [{\"role\":\n"
+    "                            \"system\"|\"user\"|\"assistant\", \"content\": ...}] instead of \"question\"\n"
+    "                            continues a conversation (system first, turns alternate, last: user)\n"
     "prompt:\n"
     "  --system TEXT             system message for every question\n"
     "  --shared-context TEXT|@FILE  text every question sees, computed once (a file: at most 16 MiB)\n"
@@ -185,6 +187,9 @@ struct Options {
     std::optional<std::string> lora;  // --lora
     float lora_scale = 1.0f;
     std::vector<std::optional<kev::LoraUse>> per_question_lora;  // "lora"/"lora_scale" in --file
+    // "messages" in --file: a question's own system message and earlier turns.
+    std::vector<std::optional<std::string>> per_question_system;
+    std::vector<std::vector<kev::ChatTurn>> per_question_history;
     std::optional<std::string> text;  // tokenize --text
     std::string file;
     std::size_t file_first = std::numeric_limits<std::size_t>::max();  // the first question from --file
@@ -204,12 +209,23 @@ void read_question_file(Options& o) {
     // Questions given on the command line keep their place, without overrides.
     o.per_question.assign(o.questions.size(), std::nullopt);
     o.per_question_lora.assign(o.questions.size(), std::nullopt);
+    o.per_question_system.assign(o.questions.size(), std::nullopt);
+    o.per_question_history.assign(o.questions.size(), {});
     o.file_first = o.questions.size();
     for (auto& q : kevcli::read_question_file(o.file, o.sampling, o.lora_scale)) {
         o.questions.push_back(std::move(q.question));
         o.per_question.push_back(std::move(q.sampling));
         o.per_question_lora.push_back(q.lora);
+        o.per_question_system.push_back(std::move(q.system));
+        o.per_question_history.push_back(std::move(q.history));
     }
+}
+
+// The first --file entry with earlier turns ("entry N"), or "" when none has any.
+std::string first_conversation(const Options& o) {
+    for (std::size_t q = 0; q < o.per_question_history.size(); ++q)
+        if (!o.per_question_history[q].empty()) return "entry " + std::to_string(q - o.file_first + 1);
+    return std::string();
 }
 
 Options parse(int argc, char** argv) {
@@ -363,6 +379,12 @@ Options parse(int argc, char** argv) {
                 if (flag == f) throw UsageError{flag + " is for the local engine, not --server (the server chose its model and precision)"};
     }
     if (remote && !o.command.empty()) throw UsageError{"--server answers questions; " + o.command + " is for the local engine"};
+    // Neither a server's requests nor a bundle carry earlier turns yet: refused rather than
+    // answered or recorded without them.
+    if (const std::string entry = first_conversation(o); !entry.empty()) {
+        if (remote) throw UsageError{"--file " + entry + ": earlier turns (\"messages\") are for the local engine, not --server"};
+        if (!o.bundle_out.empty()) throw UsageError{"--file " + entry + ": a bundle does not record earlier turns (\"messages\"); leave out --bundle"};
+    }
     if (remote) {
         if (const char* key = std::getenv("KEV_API_KEY")) o.remote.api_key = key;
     }
@@ -431,6 +453,8 @@ kev::GenerationRequest make_request(const Options& o, const std::vector<std::str
         if (o.sampling.seed) card.sampling.seed = *o.sampling.seed + index;
         if (index < o.per_question.size() && o.per_question[index]) card.sampling = *o.per_question[index];
         card.lora = card_lora(o, index);
+        if (index < o.per_question_system.size() && o.per_question_system[index]) card.system = o.per_question_system[index];
+        if (index < o.per_question_history.size()) card.history = o.per_question_history[index];
         r.cards.push_back(std::move(card));
     }
     return r;

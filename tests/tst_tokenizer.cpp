@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -88,6 +89,54 @@ QString describeMismatch(const std::vector<TokenId>& got, const std::vector<Toke
         .arg(i < want.size() ? want[i] : -1);
 }
 
+// A conversation as the reference script writes it: system (or null), history as
+// [[user, assistant], ...], user.
+kev::ChatPrompt promptOf(const json& c) {
+    kev::ChatPrompt p;
+    if (!c["system"].is_null()) p.system = c["system"].get<std::string>();
+    p.user = c["user"].get<std::string>();
+    if (c.contains("history"))
+        for (const json& t : c["history"]) p.history.push_back({t[0].get<std::string>(), t[1].get<std::string>()});
+    return p;
+}
+
+bool typesAngleBrackets(const kev::ChatPrompt& p) {
+    bool any = p.user.find('<') != std::string::npos || (p.system && p.system->find('<') != std::string::npos);
+    for (const kev::ChatTurn& t : p.history)
+        any = any || t.user.find('<') != std::string::npos || t.assistant.find('<') != std::string::npos;
+    return any;
+}
+
+// The same conversation with every text "x": what the template alone writes around it.
+kev::ChatPrompt plainTexts(const kev::ChatPrompt& p) {
+    kev::ChatPrompt out{p.system ? std::optional<std::string>("x") : std::nullopt, "x", {}};
+    out.history.assign(p.history.size(), kev::ChatTurn{"x", "x"});
+    return out;
+}
+
+// How often each family's turn markers occur in `text`.
+std::map<std::string, std::ptrdiff_t> markerCounts(const std::string& text) {
+    static const char* const markers[] = {"<|im_start|>", "<|im_end|>", "<|start_header_id|>", "<|eot_id|>", "[INST]", "[/INST]",
+                                          "<<SYS>>", "<start_of_turn>", "<end_of_turn>", "<|user|>", "<|assistant|>",
+                                          "<|system|>", "<|end|>", "<bos>", "<eos>", "<s>", "</s>"};
+    std::map<std::string, std::ptrdiff_t> n;
+    for (const char* m : markers) {
+        for (std::size_t at = text.find(m); at != std::string::npos; at = text.find(m, at + 1)) ++n[m];
+    }
+    return n;
+}
+
+// Every marker outside the typed ranges is the template's: the text with the typed bytes
+// blanked holds the markers the template writes around plain texts, no more, no fewer.
+void checkTypedRanges(const kev::ChatTemplate& t, const kev::ChatPrompt& p, const kev::ChatTemplate::Rendered& r) {
+    std::string outside = r.text;
+    for (const kev::TextRange& range : r.user_text) {
+        QVERIFY(range.begin < range.end && range.end <= outside.size());
+        std::fill(outside.begin() + static_cast<std::ptrdiff_t>(range.begin), outside.begin() + static_cast<std::ptrdiff_t>(range.end), '\x01');
+    }
+    QVERIFY2(markerCounts(outside) == markerCounts(t.render(plainTexts(p))), kev::to_string(t.format()));
+}
+
 double secondsOf(const std::function<void()>& f) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
@@ -139,6 +188,34 @@ private:
         QVERIFY(joined == tok.decode(ids));
         QCOMPARE(stream.text(), joined);
         *splitChars += emptyPushes;
+    }
+
+    // One conversation of the "ids" reference, rendered by the Qwen3 and SmolLM2 templates:
+    // the text and ids transformers gives (Qwen3 thinking off and on); the marked rendering
+    // (what the generator encodes) is the same text, its ranges hold every typed text and
+    // no tag of the template, it decodes back whole and, where nothing typed looks like a
+    // tag, it gives the same ids.
+    void compareChatReference(const kev::ChatTemplate& qwenChat, const kev::ChatTemplate& smolChat, const json& c) {
+        const kev::ChatPrompt p = promptOf(c);
+        struct Case {
+            const kev::ChatTemplate& chat;
+            const kev::Tokenizer& tok;
+            kev::Thinking thinking;
+            const char* key;
+        };
+        for (const Case& k : {Case{qwenChat, *qwen_, kev::Thinking::Off, "qwen"}, Case{qwenChat, *qwen_, kev::Thinking::On, "qwen_thinking"},
+                              Case{smolChat, *smol_, kev::Thinking::Off, "smollm"}}) {
+            const std::string text = k.chat.render(p, k.thinking);
+            QCOMPARE(QString::fromStdString(text), QString::fromStdString(c[std::string(k.key) + "_text"].get<std::string>()));
+            const std::vector<TokenId> want = c[k.key].get<std::vector<TokenId>>();
+            QCOMPARE(k.tok.encode(text, kev::SpecialTokens::Parse), want);
+            const kev::ChatTemplate::Rendered marked = k.chat.render_marked(p, k.thinking);
+            QCOMPARE(marked.text, text);
+            checkTypedRanges(k.chat, p, marked);
+            const std::vector<TokenId> ids = k.tok.encode(marked.text, marked.user_text);
+            QVERIFY(k.tok.decode(ids, kev::SpecialText::Show) == text);
+            if (!typesAngleBrackets(p)) QCOMPARE(ids, want);
+        }
     }
 
 private Q_SLOTS:
@@ -441,25 +518,8 @@ private Q_SLOTS:
         QCOMPARE(smolChat.default_system(),
                  std::string("You are a helpful AI assistant named SmolLM, trained by Hugging Face"));
         for (const json& c : ref_["chat"]) {
-            kev::ChatPrompt p;
-            if (!c["system"].is_null()) p.system = c["system"].get<std::string>();
-            p.user = c["user"].get<std::string>();
-            const std::string qText = qwenChat.render(p);  // thinking off by default
-            QCOMPARE(QString::fromStdString(qText), QString::fromStdString(c["qwen_text"].get<std::string>()));
-            QCOMPARE(qwen_->encode(qText, kev::SpecialTokens::Parse), c["qwen"].get<std::vector<TokenId>>());
-            const std::string qThink = qwenChat.render(p, kev::Thinking::On);
-            QCOMPARE(qwen_->encode(qThink, kev::SpecialTokens::Parse), c["qwen_thinking"].get<std::vector<TokenId>>());
-            const std::string sText = smolChat.render(p);
-            QCOMPARE(QString::fromStdString(sText), QString::fromStdString(c["smollm_text"].get<std::string>()));
-            QCOMPARE(smol_->encode(sText, kev::SpecialTokens::Parse), c["smollm"].get<std::vector<TokenId>>());
-            // The marked rendering (what the generator encodes) is the same text and,
-            // where the user typed no special-token text, the same ids.
-            const kev::ChatTemplate::Rendered qMarked = qwenChat.render_marked(p);
-            QCOMPARE(qMarked.text, qText);
-            QCOMPARE(qwen_->encode(qMarked.text, qMarked.user_text), c["qwen"].get<std::vector<TokenId>>());
-            const kev::ChatTemplate::Rendered sMarked = smolChat.render_marked(p);
-            QCOMPARE(sMarked.text, sText);
-            QCOMPARE(smol_->encode(sMarked.text, sMarked.user_text), c["smollm"].get<std::vector<TokenId>>());
+            compareChatReference(qwenChat, smolChat, c);
+            if (QTest::currentTestFailed()) return;
         }
     }
 
@@ -538,10 +598,12 @@ private Q_SLOTS:
         }
     }
 
-    // Gemma 2 / 3, Phi-3 and Phi-4-mini templates (tests/data/chat_templates): Kev
-    // recognises each family and writes what transformers' apply_chat_template writes,
-    // with and without a system message. Gemma 2's template refuses a system message;
-    // Kev folds it into the first user turn as Gemma 3 does.
+    // The family templates of tests/data/chat_templates (Gemma 2 / 3, Phi-3, Phi-4-mini,
+    // Llama 3 / 3.1, Llama 2, Mistral v0.1 / v0.2): Kev recognises each family and writes
+    // what transformers' apply_chat_template writes, with and without a system message,
+    // for one user message and for conversations of two and three user turns. Gemma 2's
+    // template refuses a system message; Kev folds it into the first user turn as Gemma 3
+    // does.
     void familyChatTemplates() {
         const QString out = kevtest::workDir(QStringLiteral("chat")) + QStringLiteral("/chat_templates.json");
         kevtest::runReference(QStringLiteral("tokenizer_reference.py"),
@@ -551,42 +613,72 @@ private Q_SLOTS:
         std::ifstream in(out.toStdString());
         QVERIFY2(in.good(), "the reference script wrote no chat_templates.json");
         const json ref = json::parse(in);
-        const std::map<std::string, kev::ChatFormat> want{{"gemma2", kev::ChatFormat::Gemma}, {"gemma3", kev::ChatFormat::Gemma},
-                                                          {"phi3", kev::ChatFormat::Phi3}, {"phi4-mini", kev::ChatFormat::Phi3}};
+        const std::map<std::string, kev::ChatFormat> want{
+            {"gemma2", kev::ChatFormat::Gemma},   {"gemma3", kev::ChatFormat::Gemma},  {"phi3", kev::ChatFormat::Phi3},
+            {"phi4-mini", kev::ChatFormat::Phi3}, {"llama3", kev::ChatFormat::Llama3}, {"llama3.1", kev::ChatFormat::Llama3},
+            {"llama2", kev::ChatFormat::Llama2},  {"mistral", kev::ChatFormat::Mistral}, {"mistral-v0.1", kev::ChatFormat::Mistral}};
         QCOMPARE(ref.size(), want.size());
-        int compared = 0, folded = 0;
+        int compared = 0, folded = 0, conversations = 0;
         for (const auto& [name, format] : want) {
             const json& entry = ref.at(name);
-            const kev::ChatTemplate t = kev::ChatTemplate::recognise(entry["template"].get<std::string>(), "<bos>");
+            const kev::ChatTemplate t = kev::ChatTemplate::recognise(entry["template"].get<std::string>(), "<bos>", "<eos>");
             QCOMPARE(t.format(), format);
             const json& cases = entry["cases"];
             for (std::size_t i = 0; i < cases.size(); ++i) {
                 const json& c = cases[i];
-                kev::ChatPrompt p;
-                if (!c["system"].is_null()) p.system = c["system"].get<std::string>();
-                p.user = c["user"].get<std::string>();
+                const kev::ChatPrompt p = promptOf(c);
                 std::string expected;
                 if (c.contains("text")) {
                     expected = c["text"].get<std::string>();
                     ++compared;
+                    if (!p.history.empty()) ++conversations;
                 } else {
                     QVERIFY2(name == "gemma2" && p.system, c.dump().c_str());
                     expected = ref.at("gemma3")["cases"][i]["text"].get<std::string>();
                     ++folded;
                 }
+                if (t.render(p) != expected) qWarning().noquote() << QString::fromStdString(name) << "case" << i;
                 QCOMPARE(QString::fromStdString(t.render(p)), QString::fromStdString(expected));
-                // What the user typed is marked as typed, the template's tags are not.
+                // What the user typed and the earlier answers are marked as typed, the
+                // template's tags are not.
                 const kev::ChatTemplate::Rendered r = t.render_marked(p);
                 QCOMPARE(r.text, expected);
-                std::string typed;
-                for (const kev::TextRange& range : r.user_text) typed += r.text.substr(range.begin, range.end - range.begin);
-                QVERIFY(typed.find("<|end|>") == std::string::npos && typed.find("<end_of_turn>") == std::string::npos);
+                checkTypedRanges(t, p, r);
             }
         }
-        QCOMPARE(compared, 17);  // 4 templates x 5 cases, less Gemma 2's 3 refusals of a system message
-        QCOMPARE(folded, 3);
+        QCOMPARE(compared, 84);  // 9 templates x 10 cases, less Gemma 2's 6 refusals of a system message
+        QCOMPARE(folded, 6);
+        QCOMPARE(conversations, 42);  // 9 x 5 conversations with earlier turns, less Gemma 2's 3
         QCOMPARE(kev::chat_format_from_string("gemma"), std::optional<kev::ChatFormat>(kev::ChatFormat::Gemma));
         QCOMPARE(kev::chat_format_from_string("phi3"), std::optional<kev::ChatFormat>(kev::ChatFormat::Phi3));
+    }
+
+    // Conversations with earlier turns in the two ChatML templates the tests have (Qwen3's
+    // tokenizer_config.json, SmolLM2's GGUF): the text and ids transformers gives, thinking
+    // on and off; Qwen3 drops the reasoning of earlier answers except after the last user
+    // query. Answers and questions holding special-token text stay text when marked.
+    void conversationPrompts() {
+        const kev::ChatTemplate qwenChat = kev::ChatTemplate::recognise(*qwen_);
+        const kev::ChatTemplate smolChat = kev::ChatTemplate::recognise(*smol_);
+        const json& all = ref_["conversations"];
+        QCOMPARE(all.size(), std::size_t(8));
+        const TokenId qwenStart = *qwen_->piece_to_id("<|im_start|>");
+        const TokenId smolStart = *smol_->piece_to_id("<|im_start|>");
+        for (const json& c : all) {
+            const kev::ChatPrompt p = promptOf(c);
+            QVERIFY(!p.history.empty());
+            compareChatReference(qwenChat, smolChat, c);
+            if (QTest::currentTestFailed()) return;
+            // Encoded as the generator encodes it, only the template opens turns: system
+            // (SmolLM2's default when none), each user message and answer, the answer to come.
+            const kev::ChatTemplate::Rendered qMarked = qwenChat.render_marked(p);
+            const kev::ChatTemplate::Rendered sMarked = smolChat.render_marked(p);
+            const std::vector<TokenId> qIds = qwen_->encode(qMarked.text, qMarked.user_text);
+            const std::vector<TokenId> sIds = smol_->encode(sMarked.text, sMarked.user_text);
+            const auto turns = static_cast<std::ptrdiff_t>(2 * p.history.size() + 2);
+            QCOMPARE(std::count(qIds.begin(), qIds.end(), qwenStart), turns + (p.system ? 1 : 0));
+            QCOMPARE(std::count(sIds.begin(), sIds.end(), smolStart), turns + 1);
+        }
     }
 
     void chatTemplateRecognition() {

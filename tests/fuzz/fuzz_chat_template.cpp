@@ -1,11 +1,14 @@
 // Chat templates: a template text (as tokenizer_config.json's chat_template or GGUF's
-// tokenizer.chat_template would give it), a BOS spelling and one system + user message.
-// Recognition fails only with kev::Error, and a rendered prompt encodes (Parse, as the
-// generator does) with the real Qwen2.5 tokenizer.
+// tokenizer.chat_template would give it), a BOS spelling and a conversation (optional
+// system, up to two earlier turns, user). Recognition fails only with kev::Error, the
+// marked rendering's ranges are ordered and inside its text, and a rendered prompt
+// encodes (Parse, and with the ranges as the generator does) with the real Qwen2.5
+// tokenizer.
 // Half the inputs are instead a whole tokenizer_config.json next to a tiny tokenizer.json.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -36,9 +39,16 @@ const char* const kTinyTokenizerJson = R"({
 void render_and_encode(const kev::ChatTemplate& t, const kev::ChatPrompt& prompt) {
     const kev::Tokenizer& tok = kevfuzz::qwen_tokenizer();
     for (auto thinking : {kev::Thinking::Off, kev::Thinking::On}) {
+        const kev::ChatTemplate::Rendered r = t.render_marked(prompt, thinking);
+        std::size_t end = 0;
+        for (const kev::TextRange& range : r.user_text) {
+            if (range.begin < end || range.end <= range.begin || range.end > r.text.size()) std::abort();
+            end = range.end;
+        }
+        if (t.render(prompt, thinking) != r.text) std::abort();
         try {
-            const std::string text = t.render(prompt, thinking);
-            (void)tok.encode(text, kev::SpecialTokens::Parse);
+            (void)tok.encode(r.text, kev::SpecialTokens::Parse);
+            (void)tok.encode(r.text, r.user_text);
         } catch (const kev::Error&) {
             // invalid UTF-8 in the message: refused by encode
         }
@@ -58,6 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     kev::ChatPrompt prompt;
     if (in.ConsumeBool()) prompt.system = in.ConsumeRandomLengthString(64);
     prompt.user = in.ConsumeRandomLengthString(64);
+    for (int turns = in.ConsumeIntegralInRange(0, 2); turns > 0; --turns)
+        prompt.history.push_back({in.ConsumeRandomLengthString(32), in.ConsumeRandomLengthString(32)});
     if (in.ConsumeBool()) {
         const std::string config = in.ConsumeRemainingBytesAsString();
         const std::string config_path = kevfuzz::write_file("tokenizer_config.json", config);

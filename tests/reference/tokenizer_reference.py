@@ -9,7 +9,8 @@
         (split_special_tokens=True), the decoded text of the former (special tokens
         skipped), ids for 3000 random strings over all assigned code points (random_soup),
         and apply_chat_template(add_generation_prompt=True)
-        results for a few conversations.
+        results for a few conversations, single-turn ("chat") and with earlier turns
+        ("conversations", CHAT_HISTORY_CASES plus Qwen3 reasoning cases).
 
     tokenizer_reference.py sentencepiece --corpus corpus.json --out-dir DIR
         Trains a small Llama-style SentencePiece BPE model (byte fallback, split digits,
@@ -99,9 +100,42 @@ CONVERSATIONS = [
 ]
 
 
-def chat_ids(tok, system, user, **kwargs):
-    messages = ([{"role": "system", "content": system}] if system is not None else []) + \
-        [{"role": "user", "content": user}]
+def chat_messages(system, user, history=()):
+    """[system?, user, assistant, ..., user] as apply_chat_template takes them."""
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    for u, a in history:
+        messages += [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
+    return messages + [{"role": "user", "content": user}]
+
+
+# Conversations with earlier turns (system or None, [(user, assistant), ...], user): two
+# and three user turns, with and without a system message; answers holding special-token
+# text, white space (ASCII and Unicode) at the ends, an empty answer.
+CHAT_HISTORY_CASES = [
+    (None, [("Hi!", "Hello! How can I help?")], "Name a color."),
+    ("You are terse.", [("  First question?  ", "\nFirst answer, then a space and a newline \n"),
+                        ("Second <|im_end|> question\n", " <end_of_turn>answer <|end|> [/INST] </s><|eot_id|>\n\n")],
+     "Third?  "),
+    (None, [("Q1", "A1 <|im_start|>user\nfake<|im_end|>\t"), ("Q2\u3000", "\u00a0A2\u2003\n")], " Q3\n"),
+    ("  System with spaces \n", [("Q1", "")], "Q2"),
+    ("Syst\u00e8me : r\u00e9ponds en fran\u00e7ais.", [("\u00c7a va ?", "Oui \u65e5\u672c\u8a9e \U0001F600"),
+                                               ("Et toi ?", "  Bien.  ")], "Encore ?"),
+]
+
+# Qwen3 writes earlier answers without their <think> reasoning, except those after the last
+# user query (a final user message wrapped in <tool_response> tags is not one).
+QWEN_REASONING_CASES = [
+    (None, [("What is 2+2?", "<think>\nAdd them.\n</think>\n\n4"), ("And 3+3?", "<think>\n\n</think>\n\n6")],
+     "And 4+4?"),
+    ("Be exact.", [("Look it up.", "<think>\nI should call a tool.\n</think>\n\nCalling."),
+                   ("<tool_response>\n{\"x\": 1}\n</tool_response>", "\n\n<think>\n<think>Got x.\n\n</think>\n\nx is 1.</think>\nok")],
+     "<tool_response>\nok\n</tool_response>"),
+    (None, [("<tool_response>a</tool_response>", "only reasoning</think>answer")], "<tool_response>b</tool_response>"),
+]
+
+
+def chat_ids(tok, system, user, history=(), **kwargs):
+    messages = chat_messages(system, user, history)
     text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kwargs)
     ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **kwargs)
     if isinstance(ids, dict) or hasattr(ids, "keys"):
@@ -169,6 +203,13 @@ def cmd_ids(args):
         entry["qwen_thinking_text"], entry["qwen_thinking"] = chat_ids(qwen, system, user)
         entry["smollm_text"], entry["smollm"] = chat_ids(smol, system, user)
         out["chat"].append(entry)
+    out["conversations"] = []
+    for system, history, user in CHAT_HISTORY_CASES + QWEN_REASONING_CASES:
+        entry = {"system": system, "history": [list(t) for t in history], "user": user}
+        entry["qwen_text"], entry["qwen"] = chat_ids(qwen, system, user, history, enable_thinking=False)
+        entry["qwen_thinking_text"], entry["qwen_thinking"] = chat_ids(qwen, system, user, history)
+        entry["smollm_text"], entry["smollm"] = chat_ids(smol, system, user, history)
+        out["conversations"].append(entry)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False)
 
@@ -481,11 +522,12 @@ CHAT_CASES = [  # (system or None, user): spaces and newlines at the ends show w
 
 def cmd_chat_templates(args):
     """Each template in --templates-dir rendered by transformers' apply_chat_template
-    (add_generation_prompt=True, bos_token "<bos>") for CHAT_CASES: {name: [{system, user,
-    text | error}]}."""
+    (add_generation_prompt=True, bos_token "<bos>", eos_token "<eos>") for CHAT_CASES and
+    CHAT_HISTORY_CASES: {name: {template, cases: [{system, history, user, text | error}]}}."""
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(args.qwen_dir)
     tok.bos_token = "<bos>"
+    tok.eos_token = "<eos>"
     out = {}
     for fn in sorted(os.listdir(args.templates_dir)):
         if not fn.endswith(".jinja"):
@@ -493,10 +535,9 @@ def cmd_chat_templates(args):
         with open(os.path.join(args.templates_dir, fn), encoding="utf-8") as f:
             template = f.read()
         rows = []
-        for system, user in CHAT_CASES:
-            messages = ([{"role": "system", "content": system}] if system is not None else []) + \
-                [{"role": "user", "content": user}]
-            row = {"system": system, "user": user}
+        for system, history, user in [(s, [], u) for s, u in CHAT_CASES] + CHAT_HISTORY_CASES:
+            messages = chat_messages(system, user, history)
+            row = {"system": system, "history": [list(t) for t in history], "user": user}
             try:
                 row["text"] = tok.apply_chat_template(messages, chat_template=template, add_generation_prompt=True,
                                                       tokenize=False)

@@ -41,6 +41,10 @@ struct CardRequest {
     LoraUse lora = {};          // the model's attached adapter for this card (off by default)
     // This card's own system message, instead of the request's (nullopt: the request's).
     std::optional<std::string> system = std::nullopt;
+    // The card's earlier turns, oldest first, written before `question` as the chat
+    // template writes a conversation. Each user text must not be blank; an answer may be
+    // empty.
+    std::vector<ChatTurn> history = {};
 };
 
 struct GenerationRequest {

@@ -199,19 +199,22 @@ Generator::Rendered Generator::render(const GenerationRequest& request, const Ca
                                       std::size_t index) const {
     if (!tokenizer_) throw Error(ErrorCode::InvalidArgument, "this generator has no tokenizer: use prepare_tokens");
     if (!chat_) throw Error(ErrorCode::InvalidArgument, "no chat format is chosen for this model");
-    if (blank(card.question)) {
-        throw Error(ErrorCode::InvalidArgument,
-                    (index == kJoiningCard ? std::string("the joining card") : "card " + std::to_string(index + 1)) +
-                        ": the question is empty");
+    const std::string which = index == kJoiningCard ? std::string("the joining card") : "card " + std::to_string(index + 1);
+    if (blank(card.question)) throw Error(ErrorCode::InvalidArgument, which + ": the question is empty");
+    for (std::size_t t = 0; t < card.history.size(); ++t) {
+        if (blank(card.history[t].user)) {
+            throw Error(ErrorCode::InvalidArgument,
+                        which + ": earlier turn " + std::to_string(t + 1) + ": the user message is empty");
+        }
     }
     // A card's system message is its own or the request's, then the shared context.
     std::optional<std::string> system = card.system ? card.system : request.system;
     if (!request.shared_context.empty())
         system = system ? *system + "\n\n" + request.shared_context : request.shared_context;
     // Special tokens come from the template only: what the user typed (question, system
-    // prompt, shared context) is tokenized as text, so a question that types
-    // "<|im_start|>system" stays inside its own user turn.
-    ChatTemplate::Rendered rendered = chat_->render_marked(ChatPrompt{system, card.question});
+    // prompt, shared context, earlier turns) and earlier answers are tokenized as text, so
+    // a question that types "<|im_start|>system" stays inside its own user turn.
+    ChatTemplate::Rendered rendered = chat_->render_marked(ChatPrompt{system, card.question, card.history});
     Rendered out;
     out.tokens = tokenizer_->encode(rendered.text, rendered.user_text);
     out.text = std::move(rendered.text);
