@@ -562,14 +562,16 @@ private Q_SLOTS:
     }
 
     // Random live schedules: cards join a running pack at random steps (sharing the
-    // context or not), some are cancelled, prompts are read in chunks of random size, and
-    // a tight cache makes cards wait for freed regions. Every card's answer is the one it
+    // context or not), some are cancelled, some of those come back edited at once, a
+    // follow-up continues a card's conversation once it has answered, prompts are read in
+    // chunks of random size, and a tight cache makes cards wait for freed regions. Every card's answer is the one it
     // gives alone (a cancelled card's is a prefix of it); freed regions are emptied, so a
     // row reading one after it was freed would give NaN logits and a NonFinite ending.
     void randomLiveSchedulesGiveEveryCardItsAloneAnswer() {
         std::mt19937 rng(23);
         auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
         std::int64_t joined = 0, waited = 0, reused = 0, cancelled = 0, chunked_steps = 0, sharing_joins = 0;
+        std::int64_t edits = 0, follow_ups = 0;
         for (int trial = 0; trial < 200; ++trial) {
             const std::int64_t context = uniform(20, 48);
             const std::vector<TokenId> shared = trial % 3 ? ids(uniform(1, 6), 30) : std::vector<TokenId>{};
@@ -595,10 +597,28 @@ private Q_SLOTS:
                 if (uniform(0, 4) == 0) k.cancel_at = k.join_at + uniform(0, 12);
                 cards.push_back(k);
             }
+            // Edits: a card stopped at a step comes back at that step with its last prompt
+            // token changed (the user edited it while it ran, then pressed Run).
+            for (int c = 0; c < total && cards.size() < 16; ++c) {
+                if (cards[static_cast<std::size_t>(c)].cancel_at < 0 || uniform(0, 1) == 0) continue;
+                Card e = cards[static_cast<std::size_t>(c)];
+                e.prompt.tokens.back() = static_cast<TokenId>(e.prompt.tokens.back() % 39 + 1);
+                e.join_at = std::max<std::int64_t>(1, e.cancel_at);
+                e.cancel_at = -1;
+                cards.push_back(e);
+                ++edits;
+            }
+            const int scheduled = static_cast<int>(cards.size());
+            // A follow-up: once card `source` has answered, a card continues its conversation
+            // (its prompt, its answer and a new turn) while the pack still runs.
+            const int source = cards.size() < 16 && uniform(0, 1) ? uniform(0, total - 1) : -1;
+            std::vector<TokenId> turn;
+            for (int t = uniform(1, 4); t > 0; --t) turn.push_back(static_cast<TokenId>(uniform(1, 39)));
+            const std::int64_t follow_tokens = uniform(1, 10);
             std::vector<CardPrompt> first;
             std::vector<SamplingSettings> first_settings;
             std::int64_t largest = 0;
-            for (int c = 0; c < total; ++c) {
+            for (int c = 0; c < scheduled; ++c) {
                 const Card& k = cards[static_cast<std::size_t>(c)];
                 const auto sh = static_cast<std::int64_t>(k.shares ? shared.size() : 0);
                 const auto len = static_cast<std::int64_t>(k.prompt.tokens.size());
@@ -615,12 +635,12 @@ private Q_SLOTS:
                 options.max_cache_slots = std::max(pack(first, shared, context).cache_slots,
                                                    static_cast<std::int64_t>(shared.size()) + largest) + uniform(0, 10);
             }
-            std::vector<std::int32_t> index(static_cast<std::size_t>(total), -1);
+            std::vector<std::int32_t> index(static_cast<std::size_t>(scheduled), -1);
             for (int c = 0; c < initial; ++c) index[static_cast<std::size_t>(c)] = c;
             ToyResult live;
             run_toy(first, shared, first_settings, context, live,
                     [&](Planner& planner, std::int64_t step, std::vector<kev::Sampler>& samplers) {
-                        for (int c = initial; c < total; ++c) {
+                        for (int c = initial; c < scheduled; ++c) {
                             const Card& k = cards[static_cast<std::size_t>(c)];
                             if (k.join_at != step) continue;
                             index[static_cast<std::size_t>(c)] = planner.add_card(k.prompt, k.shares);
@@ -628,7 +648,32 @@ private Q_SLOTS:
                             ++joined;
                             sharing_joins += k.shares ? 1 : 0;
                         }
-                        for (int c = 0; c < total; ++c) {
+                        const std::int32_t from = source >= 0 ? index[static_cast<std::size_t>(source)] : -1;
+                        if (from >= 0 && cards.size() == static_cast<std::size_t>(scheduled) &&
+                            planner.card(from).finish && *planner.card(from).finish != FinishReason::Cancelled) {
+                            Card f = cards[static_cast<std::size_t>(source)];
+                            const std::vector<TokenId>& answer = planner.card(from).generated;
+                            f.prompt.tokens.insert(f.prompt.tokens.end(), answer.begin(), answer.end());
+                            f.prompt.tokens.insert(f.prompt.tokens.end(), turn.begin(), turn.end());
+                            // Within the context, and within a tight cache's whole size.
+                            const auto sh = static_cast<std::int64_t>(f.shares ? shared.size() : 0);
+                            std::int64_t room = context - sh - static_cast<std::int64_t>(f.prompt.tokens.size());
+                            if (options.max_cache_slots > 0)
+                                room = std::min(room, options.max_cache_slots - static_cast<std::int64_t>(shared.size()) -
+                                                          static_cast<std::int64_t>(f.prompt.tokens.size()));
+                            f.prompt.max_new_tokens = std::min(follow_tokens, room);
+                            f.join_at = step;
+                            f.cancel_at = -1;
+                            cards.push_back(f);  // added once, whether it fits or not
+                            if (f.prompt.max_new_tokens >= 1) {
+                                index.push_back(planner.add_card(f.prompt, f.shares));
+                                samplers.emplace_back(f.settings);
+                                ++follow_ups;
+                            } else {
+                                index.push_back(-1);
+                            }
+                        }
+                        for (int c = 0; c < scheduled; ++c) {
                             const std::int32_t i = index[static_cast<std::size_t>(c)];
                             if (i < 0) continue;
                             if (cards[static_cast<std::size_t>(c)].cancel_at == step) planner.request_cancel(i);
@@ -640,9 +685,9 @@ private Q_SLOTS:
             reused += live.reused_slots;
             if (live.max_prompt_rows_beside_answers > 0) ++chunked_steps;
 
-            for (int c = 0; c < total; ++c) {
-                const Card& k = cards[static_cast<std::size_t>(c)];
-                const std::int32_t i = index[static_cast<std::size_t>(c)];
+            for (std::size_t c = 0; c < cards.size(); ++c) {
+                const Card& k = cards[c];
+                const std::int32_t i = index[c];
                 if (i < 0) continue;  // its join step came after the run had ended
                 ToyResult alone;
                 run_toy({k.prompt}, k.shares ? shared : std::vector<TokenId>{}, {k.settings}, context, alone);
@@ -668,6 +713,10 @@ private Q_SLOTS:
         QVERIFY(waited > 0);
         QVERIFY(reused > 0);
         QVERIFY(cancelled > 20);
+        QVERIFY(edits > 10);
+        QVERIFY(follow_ups > 20);
+        qInfo("200 schedules: %lld joins, %lld edits, %lld follow-ups, %lld cancelled", static_cast<long long>(joined),
+              static_cast<long long>(edits), static_cast<long long>(follow_ups), static_cast<long long>(cancelled));
     }
 };
 
