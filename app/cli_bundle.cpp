@@ -134,6 +134,7 @@ kev::Bundle make_run_bundle(const RunRecord& run) {
         c.label = i < run.labels.size() ? run.labels[i] : std::string();
         c.question = cards[i].question;
         c.system = cards[i].system;
+        c.history = cards[i].history;
         c.sampling = cards[i].sampling;
         c.sampling.temperature = r.temperature;  // resolved (KEV_TEMPERATURE applied)
         c.sampling.seed = r.seed;                // the one its sampler used

@@ -221,13 +221,6 @@ void read_question_file(Options& o) {
     }
 }
 
-// The first --file entry with earlier turns ("entry N"), or "" when none has any.
-std::string first_conversation(const Options& o) {
-    for (std::size_t q = 0; q < o.per_question_history.size(); ++q)
-        if (!o.per_question_history[q].empty()) return "entry " + std::to_string(q - o.file_first + 1);
-    return std::string();
-}
-
 Options parse(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
@@ -379,12 +372,6 @@ Options parse(int argc, char** argv) {
                 if (flag == f) throw UsageError{flag + " is for the local engine, not --server (the server chose its model and precision)"};
     }
     if (remote && !o.command.empty()) throw UsageError{"--server answers questions; " + o.command + " is for the local engine"};
-    // Neither a server's requests nor a bundle carry earlier turns yet: refused rather than
-    // answered or recorded without them.
-    if (const std::string entry = first_conversation(o); !entry.empty()) {
-        if (remote) throw UsageError{"--file " + entry + ": earlier turns (\"messages\") are for the local engine, not --server"};
-        if (!o.bundle_out.empty()) throw UsageError{"--file " + entry + ": a bundle does not record earlier turns (\"messages\"); leave out --bundle"};
-    }
     if (remote) {
         if (const char* key = std::getenv("KEV_API_KEY")) o.remote.api_key = key;
     }

@@ -78,6 +78,7 @@ kev::Bundle sampleBundle() {
     c.label = "q.json entry 1";
     c.question = "What is the capital of France?";
     c.system = "Answer in French.";
+    c.history = {{"Name a fruit.", "Apple."}, {"Another?", "Pear, <|im_end|> and plum.\n"}};
     c.sampling.temperature = 0.7f;
     c.sampling.top_p = 0.9f;
     c.sampling.top_k = 40;
@@ -95,6 +96,7 @@ kev::Bundle sampleBundle() {
     b.cards.push_back(c);
     c.number = 7;
     c.system.reset();
+    c.history.clear();
     c.label.clear();
     c.lora = {false, 1.0f};
     c.sampling.temperature = 0.0f;
@@ -224,6 +226,11 @@ private Q_SLOTS:
             QCOMPARE(x.label, y.label);
             QCOMPARE(x.question, y.question);
             QCOMPARE(x.system, y.system);
+            QCOMPARE(x.history.size(), y.history.size());
+            for (std::size_t t = 0; t < y.history.size(); ++t) {
+                QCOMPARE(x.history[t].user, y.history[t].user);
+                QCOMPARE(x.history[t].assistant, y.history[t].assistant);
+            }
             QCOMPARE(x.sampling.temperature, y.sampling.temperature);  // floats exactly
             QCOMPARE(x.sampling.top_p, y.sampling.top_p);
             QCOMPARE(x.sampling.top_k, y.sampling.top_k);
@@ -263,6 +270,9 @@ private Q_SLOTS:
         QCOMPARE(r.request.system, b.system);
         QCOMPARE(r.request.shared_context, b.shared_context);
         QCOMPARE(r.request.cards[0].system, b.cards[0].system);
+        QCOMPARE(r.request.cards[0].history.size(), std::size_t(2));  // the conversation before the question
+        QCOMPARE(r.request.cards[0].history[1].assistant, b.cards[0].history[1].assistant);
+        QVERIFY(r.request.cards[1].history.empty());
         QCOMPARE(r.request.ignore_end_of_sequence, true);
         QCOMPARE(r.request.cards.size(), std::size_t(2));
         QCOMPARE(r.request.cards[0].sampling.seed, b.cards[0].sampling.seed);
@@ -313,6 +323,12 @@ private Q_SLOTS:
                                               << "more than \"sampling.max_new_tokens\" 2";
         QTest::newRow("question a number") << edited([](json& j) { j["cards"][0]["question"] = 42; })
                                            << "bundle card 3: \"question\" must be a string";
+        QTest::newRow("history not an array") << edited([](json& j) { j["cards"][0]["history"] = "earlier"; })
+                                              << "bundle card 3: \"history\" must be an array";
+        QTest::newRow("history turn without answer") << edited([](json& j) { j["cards"][0]["history"] = json::array({{{"user", "Q"}}}); })
+                                                     << "bundle card 3: \"history[0].assistant\" is missing";
+        QTest::newRow("history turn a string") << edited([](json& j) { j["cards"][0]["history"] = json::array({"Q"}); })
+                                               << "bundle card 3: \"history[0]\" must be an object";
         QTest::newRow("card not an object") << edited([](json& j) { j["cards"][1] = "card"; }) << "bundle card 2: must be an object";
         QTest::newRow("missing number") << edited([](json& j) { j["cards"][0].erase("number"); })
                                         << "bundle card 1: \"number\" is missing";
@@ -389,7 +405,9 @@ private Q_SLOTS:
         const QString questions = writeFile(
             "cli/questions.json",
             R"([{"question": "Name a colour.", "temperature": 0.8, "seed": 7},
-                {"question": "What is the capital of France?", "temperature": 0}])");
+                {"messages": [{"role": "user", "content": "Name a country."},
+                              {"role": "assistant", "content": "France."},
+                              {"role": "user", "content": "What is the capital of France?"}], "temperature": 0}])");
         const QString bundle = dir + "/run.json";
         QFile::remove(bundle);
         const Run made = cli({"--json", "--max-new-tokens", "12", "--shared-context", "Answer in one short sentence.",
@@ -410,6 +428,11 @@ private Q_SLOTS:
         QCOMPARE(*b.cards[1].sampling.seed, std::uint64_t(7));
         QCOMPARE(*b.cards[1].sampling.temperature, 0.8f);
         QCOMPARE(*b.cards[2].sampling.temperature, 0.0f);
+        // A conversation's earlier turns are recorded, and replayed below with it.
+        QCOMPARE(b.cards[2].history.size(), std::size_t(1));
+        QCOMPARE(b.cards[2].history[0].user, std::string("Name a country."));
+        QCOMPARE(b.cards[2].history[0].assistant, std::string("France."));
+        QVERIFY(b.cards[1].history.empty());
         // The bundle holds what the run printed.
         const json printed = json::parse(made.out.toStdString());
         for (std::size_t i = 0; i < 3; ++i) {

@@ -406,20 +406,6 @@ private Q_SLOTS:
         QVERIFY2(code != 1 || r.err.contains("conversation.json item 2"), r.err.constData());
     }
 
-    // Earlier turns are not sent to a server nor written into a bundle yet: refused.
-    void conversationsNeedTheLocalEngineWithoutBundle() {
-        const QString path = writeFile("turns.jsonl", R"({"question": "q"})"
-                                                      "\n"
-                                                      R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]})"
-                                                      "\n");
-        const Run remote = cli({"--server", "http://127.0.0.1:9", "--file", path});
-        QCOMPARE(remote.code, 2);
-        QVERIFY2(remote.err.contains("--file entry 2: earlier turns (\"messages\") are for the local engine"), remote.err.constData());
-        const Run bundle = cli({"--bundle", kevtest::workDir() + "/turns.kevbundle", "--file", path});
-        QCOMPARE(bundle.code, 2);
-        QVERIFY2(bundle.err.contains("a bundle does not record earlier turns"), bundle.err.constData());
-    }
-
     // --lora for every question, "lora": false for one: per card; the mode is reported.
     void loraPerQuestionFromAFile() {
         const QString adapter = kevtest::sourceDir() + "/resources/adapters/smollm2-135m-capitals";

@@ -5,6 +5,7 @@
 #include <QAction>
 #include <QCheckBox>
 #include <QFileInfo>
+#include <QJsonDocument>
 #include <QLabel>
 #include <QStatusBar>
 #include <QComboBox>
@@ -567,6 +568,51 @@ private Q_SLOTS:
         QCOMPARE(w.cards()[2]->answerText(), third);
         context->setPlainText(QString());
         w.removeCard(waiting);
+    }
+
+    // Issue 15: a follow-up continues the card's conversation: the earlier exchange is in
+    // the prompt the model reads, its keys and values come from the prefix cache, and the
+    // workspace keeps the conversation.
+    void followUpContinuesTheCard() {
+        kevui::MainWindow& w = *w_;
+        setCards(w, {QStringLiteral("What is the capital of France?")}, 24);
+        QSignalSpy done(&w, &kevui::MainWindow::runDone);
+        QVERIFY(w.runAll());
+        QVERIFY(done.wait(180000));
+        kevui::QuestionCard* card = w.cards()[0];
+        const QString first = card->answerText();
+        QVERIFY(!first.isEmpty());
+        auto* followUp = card->findChild<QToolButton*>(QStringLiteral("followUpButton"));
+        QVERIFY(followUp && followUp->isEnabled());
+        followUp->click();
+        QCOMPARE(card->settings().history.size(), 1);
+        QCOMPARE(card->settings().history[0].question, QStringLiteral("What is the capital of France?"));
+        QCOMPARE(card->settings().history[0].answer, first);
+        QVERIFY(card->settings().question.isEmpty());
+        QVERIFY(card->answerText().isEmpty());
+        QVERIFY(!followUp->isEnabled());
+        auto* history = card->findChild<QLabel*>(QStringLiteral("cardHistory"));
+        QVERIFY(history && history->isVisibleTo(card) && history->text().contains(QStringLiteral("Turn 2")));
+        card->questionEdit()->setPlainText(QStringLiteral("And what is the capital of Italy?"));
+        card->findChild<QToolButton*>(QStringLiteral("cardRunButton"))->click();
+        QVERIFY(done.wait(180000));
+        QVERIFY2(!card->answerText().isEmpty(), qPrintable(card->messageText()));
+        QVERIFY(card->answer().ranWith.has_value());
+        QCOMPARE(card->answer().ranWith->history, card->settings().history);
+        // The model read the first exchange before the new question, and did not compute
+        // the part of it the first run had computed.
+        const QString prompt = w.packView()->preview().prompts.value(0);
+        QVERIFY2(prompt.indexOf(first) > prompt.indexOf(QStringLiteral("capital of France")) &&
+                     prompt.indexOf(QStringLiteral("capital of Italy")) > prompt.indexOf(first),
+                 qPrintable(prompt));
+        QVERIFY(w.packView()->reusedRows() > 0);
+        // The conversation is saved with the workspace and read back.
+        QString error;
+        const auto back = kevui::workspaceFromJson(
+            QJsonDocument(kevui::toJson(w.workspace(), kevui::WithAnswers::Yes)).toJson(), &error);
+        QVERIFY2(back.has_value(), qPrintable(error));
+        QCOMPARE(back->cards[0].settings.history, card->settings().history);
+        QCOMPARE(back->cards[0].answer.ranWith->history, card->settings().history);
     }
 
     void precisionToggleReachesTheEngine() {

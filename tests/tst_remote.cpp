@@ -153,6 +153,18 @@ private Q_SLOTS:
         const QJsonObject plain = QJsonDocument::fromJson(request_body(c, "m", Api::Completions)).object();
         QVERIFY(plain["prompt"].toString().startsWith("DOC"));
         QCOMPARE(plain["logprobs"].toInt(), 3);
+        // A card's earlier turns go as user / assistant messages before its question (and
+        // as paragraphs of a plain prompt).
+        c.history = {{QStringLiteral("Who?"), QStringLiteral("Ada.")}};
+        const QJsonArray turns = QJsonDocument::fromJson(request_body(c, "m", Api::Chat)).object()["messages"].toArray();
+        QCOMPARE(turns.size(), 4);
+        QCOMPARE(turns[1].toObject()["role"].toString(), QStringLiteral("user"));
+        QCOMPARE(turns[1].toObject()["content"].toString(), QStringLiteral("Who?"));
+        QCOMPARE(turns[2].toObject()["role"].toString(), QStringLiteral("assistant"));
+        QCOMPARE(turns[2].toObject()["content"].toString(), QStringLiteral("Ada."));
+        QCOMPARE(turns[3].toObject()["content"].toString(), QStringLiteral("Why?"));
+        QCOMPARE(QJsonDocument::fromJson(request_body(c, "m", Api::Completions)).object()["prompt"].toString(),
+                 QStringLiteral("DOC\n\nBe brief.\n\nWho?\n\nAda.\n\nWhy?"));
         // Unset settings are left to the server.
         const QJsonObject bare = QJsonDocument::fromJson(request_body(card("q", std::nullopt, std::nullopt, 8), "m", Api::Chat)).object();
         QVERIFY(!bare.contains("temperature") && !bare.contains("seed") && !bare.contains("top_p"));

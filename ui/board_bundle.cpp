@@ -92,6 +92,7 @@ BoardBundle bundleFromBoard(const Workspace& board, const ModelInfo& model, cons
         if (c->from > 0) card.label = QStringLiteral("from card %1").arg(c->from).toStdString();
         card.question = a.ranWith->question.toStdString();
         if (!a.ranWith->system.isEmpty()) card.system = a.ranWith->system.toStdString();
+        for (const CardTurn& t : a.ranWith->history) card.history.push_back({t.question.toStdString(), t.answer.toStdString()});
         card.sampling = a.ranWith->sampling();
         card.sampling.seed = *a.seedUsed;
         const bool lora = a.ranWith->lora.value_or(false);

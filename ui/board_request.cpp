@@ -25,6 +25,7 @@ kev::CardRequest cardRequest(const CardSettings& card, const BoardInputs& board)
     c.sampling = card.sampling();
     c.lora = {card.lora.value_or(board.loraOn), static_cast<float>(board.loraScale)};
     c.system = systemOf(card.system);
+    for (const CardTurn& t : card.history) c.history.push_back({t.question.toStdString(), t.answer.toStdString()});
     return c;
 }
 

@@ -99,7 +99,7 @@ bool CardSettings::operator==(const CardSettings& o) const {
            topK == o.topK && minP == o.minP && repetitionPenalty == o.repetitionPenalty &&
            maxNewTokens == o.maxNewTokens && seed == o.seed &&
            stopStrings == o.stopStrings && lora == o.lora && system == o.system &&
-           engine == o.engine;
+           engine == o.engine && history == o.history;
 }
 
 bool answerIsStale(const CardAnswer& answer, const CardSettings& now) {
@@ -125,6 +125,12 @@ QJsonObject toJson(const CardSettings& s) {
     if (s.lora) o[QStringLiteral("lora")] = *s.lora;
     if (!s.system.isEmpty()) o[QStringLiteral("system")] = s.system;
     if (!s.engine.isEmpty()) o[QStringLiteral("engine")] = s.engine;  // a name: the key stays in the key file
+    if (!s.history.isEmpty()) {
+        QJsonArray turns;
+        for (const CardTurn& t : s.history)
+            turns.append(QJsonObject{{QStringLiteral("question"), t.question}, {QStringLiteral("answer"), t.answer}});
+        o[QStringLiteral("history")] = turns;
+    }
     return o;
 }
 
@@ -148,6 +154,13 @@ CardSettings settingsFromJson(const QJsonObject& o) {
     if (o.value(QStringLiteral("lora")).isBool()) s.lora = o.value(QStringLiteral("lora")).toBool();
     s.system = o.value(QStringLiteral("system")).toString();
     s.engine = o.value(QStringLiteral("engine")).toString();
+    // Earlier turns: entries that are not {question, answer} objects are left out (a
+    // card then shows the turns it could read; nothing else of the file is lost).
+    for (const QJsonValue& v : o.value(QStringLiteral("history")).toArray()) {
+        const QJsonObject t = v.toObject();
+        if (!t.value(QStringLiteral("question")).isString()) continue;
+        s.history.push_back({t.value(QStringLiteral("question")).toString(), t.value(QStringLiteral("answer")).toString()});
+    }
     return s;
 }
 

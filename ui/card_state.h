@@ -20,7 +20,17 @@ namespace kevui {
 // How a message reads: a problem to fix, or a neutral note (a replay verdict, a load).
 enum class Tone { Error, Note };
 
+// One earlier exchange of a card's conversation: its question and the answer it got.
+struct CardTurn {
+    QString question;
+    QString answer;
+    bool operator==(const CardTurn& o) const { return question == o.question && answer == o.answer; }
+};
+
 struct CardSettings {
+    // The card's conversation so far, oldest first (empty: a single question). `question`
+    // is the message to answer next; the model reads the turns before it.
+    QVector<CardTurn> history;
     QString question;
     double temperature = 0.7;
     double topP = 1.0;

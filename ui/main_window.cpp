@@ -680,6 +680,7 @@ void MainWindow::connectCard(QuestionCard* card) {
         }
     });
     connect(card, &QuestionCard::runRequested, this, [this, card] { runCard(card); });
+    connect(card, &QuestionCard::followUpRequested, this, [this, card] { followUp(card); });
     connect(card, &QuestionCard::promptRequested, this, [this, card] { showPrompt(card); });
     connect(card, &QuestionCard::duplicateRequested, this, [this, card] { duplicateCard(card); });
     connect(card, &QuestionCard::removeRequested, this, [this, card] { removeCard(card); });
@@ -723,6 +724,24 @@ QuestionCard* MainWindow::duplicateCard(QuestionCard* card) {
     const int number = doc_->insertCard(doc_->indexOf(source->number) + 1, state);
     record(QStringLiteral("Duplicate card %1").arg(card->number()));
     return cardView(number);
+}
+
+bool MainWindow::followUp(QuestionCard* card) {
+    const CardState* c = doc_->card(card->number());
+    if (!c || card->isRunning() || c->answer.text.isEmpty()) return false;
+    // The question and the answer it got become the conversation so far; the card waits
+    // for the next question. The turn keeps the answer's text (Undo puts the question back
+    // in the card without its answer: Run answers it again).
+    const int number = card->number();
+    CardSettings s = c->settings;
+    s.history.push_back({s.question, c->answer.text});
+    s.question.clear();
+    doc_->setSettings(number, s);
+    doc_->setAnswer(number, CardAnswer{});
+    record(QStringLiteral("Follow up on card %1").arg(number));
+    card->questionEdit()->setFocus();
+    schedulePreview();
+    return true;
 }
 
 void MainWindow::removeCard(QuestionCard* card) {

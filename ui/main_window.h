@@ -95,6 +95,9 @@ public:
     bool runAll();
     // `card` alone, or joining the running pack (its own Run button).
     bool runCard(QuestionCard* card);
+    // The card's question and answer become a turn of its conversation; the card then
+    // takes the follow-up question (answered from the conversation so far).
+    bool followUp(QuestionCard* card);
     bool replayCard(QuestionCard* card);
     void stop();
     bool isRunning() const;

@@ -92,6 +92,14 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     connect(dup, &QToolButton::clicked, this, &QuestionCard::duplicateRequested);
     connect(remove, &QToolButton::clicked, this, &QuestionCard::removeRequested);
 
+    history_ = new QLabel(this);
+    history_->setObjectName(QStringLiteral("cardHistory"));
+    history_->setWordWrap(true);
+    history_->setTextFormat(Qt::PlainText);
+    history_->setStyleSheet(QStringLiteral("QLabel { color: palette(mid); }"));
+    history_->hide();
+    layout->addWidget(history_);
+
     question_ = new QPlainTextEdit(this);
     question_->setObjectName(QStringLiteral("questionEdit"));
     question_->setAccessibleName(QStringLiteral("Question"));
@@ -263,10 +271,15 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     layout->addWidget(footer_);
     stop_ = toolButton(QStringLiteral("Stop"), QStringLiteral("Stop this card only"), QStringLiteral("cardStopButton"), this);
     stop_->setEnabled(false);
+    followUp_ = toolButton(QStringLiteral("Follow up"),
+                           QStringLiteral("Ask a follow-up: this question and its answer become the conversation so far"),
+                           QStringLiteral("followUpButton"), this);
+    followUp_->setEnabled(false);
     runCard_ = toolButton(QStringLiteral("Run"), QStringLiteral("Answer this card (it joins the pack if one is running)"),
                           QStringLiteral("cardRunButton"), this);
     auto* copy = toolButton(QStringLiteral("Copy"), QStringLiteral("Copy the answer"), QStringLiteral("copyButton"), this);
     footerRow->addStretch(1);
+    footerRow->addWidget(followUp_);
     footerRow->addWidget(runCard_);
     footerRow->addWidget(stop_);
     footerRow->addWidget(sweep);
@@ -275,6 +288,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     layout->addLayout(footerRow);
     connect(stop_, &QToolButton::clicked, this, &QuestionCard::stopRequested);
     connect(runCard_, &QToolButton::clicked, this, &QuestionCard::runRequested);
+    connect(followUp_, &QToolButton::clicked, this, &QuestionCard::followUpRequested);
     connect(copy, &QToolButton::clicked, this, [this] { QApplication::clipboard()->setText(answer_.text); });
 
     // Tab follows what the eye does: the header left to right, the question and its
@@ -283,7 +297,7 @@ QuestionCard::QuestionCard(QWidget* parent) : QFrame(parent) {
     const QList<QWidget*> order{left,   right,          prompt,        dup,    remove,       question_,
                                 temperatureSlider_,     temperatureSpin_,      advancedToggle_, topP_,
                                 topK_,  minP_,          repetitionPenalty_,    maxNewTokens_, seed_,
-                                stops_, lora_,          engine_,       system_,     answerView_, runCard_, stop_, sweep,
+                                stops_, lora_,          engine_,       system_,     answerView_, followUp_, runCard_, stop_, sweep,
                                 replay_, copy};
     for (int i = 1; i < order.size(); ++i) setTabOrder(order[i - 1], order[i]);
 
@@ -310,6 +324,7 @@ void QuestionCard::setTemperatureFromSpin(double value) {
 
 CardSettings QuestionCard::settings() const {
     CardSettings s;
+    s.history = turns_;
     s.question = question_->toPlainText();
     s.temperature = temperatureSpin_->value();
     s.topP = topP_->value();
@@ -348,7 +363,11 @@ void QuestionCard::selectEngine(const QString& name) {
 }
 
 void QuestionCard::setSettings(const CardSettings& s) {
+    const bool newHistory = turns_ != s.history;
+    turns_ = s.history;
+    showHistory();
     if (question_->toPlainText() != s.question) question_->setPlainText(s.question);
+    else if (newHistory) Q_EMIT changed();
     // Values from a file may be outside what the controls hold (or not numbers at all):
     // the card says which one it changed instead of quietly running with another.
     const CardSettings defaults;
@@ -393,6 +412,29 @@ void QuestionCard::setState(const CardState& state) {
     replay_->setEnabled(!answer_.finish.isEmpty() && replayable(answer_));
     updateFooter();
     explainFinish();
+}
+
+void QuestionCard::showHistory() {
+    history_->setVisible(!turns_.isEmpty());
+    if (turns_.isEmpty()) return;
+    // The last exchange in short on the card; the whole conversation on hover.
+    constexpr int kShort = 60;
+    const auto shortened = [](QString t) {
+        t = t.simplified();
+        return t.size() > kShort ? t.left(kShort) + QStringLiteral("…") : t;
+    };
+    const CardTurn& last = turns_.back();
+    history_->setText(QStringLiteral("Turn %1 · before: “%2” → “%3”")
+                          .arg(turns_.size() + 1)
+                          .arg(shortened(last.question), shortened(last.answer)));
+    QStringList whole;
+    for (const CardTurn& t : turns_) whole << QStringLiteral("You: %1\nModel: %2").arg(t.question, t.answer);
+    history_->setToolTip(whole.join(QStringLiteral("\n\n")));
+}
+
+void QuestionCard::updateFollowUp() {
+    followUp_->setEnabled(!running_ && !answer_.text.isEmpty() && !answer_.finish.isEmpty() &&
+                          answer_.finish != QLatin1String(kev::to_string(kev::FinishReason::Failed)));
 }
 
 void QuestionCard::setIndex(int index) { index_ = index; }
@@ -479,6 +521,7 @@ void QuestionCard::setRunning(bool running) {
 QString QuestionCard::footerText() const { return footer_->text(); }
 
 void QuestionCard::updateFooter() {
+    updateFollowUp();
     if (running_ && answer_.generatedTokens == 0) {
         footer_->setText(QStringLiteral("waiting for the first token…"));
         return;

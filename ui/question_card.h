@@ -74,12 +74,15 @@ Q_SIGNALS:
     void sweepRequested();
     void replayRequested();
     void runRequested();            // answer this card (joining a running pack)
+    void followUpRequested();       // its question and answer become a turn; a new question follows
     void stopRequested();
     void moveRequested(int delta);  // -1: one place left, +1: right
     void promptRequested();         // show the prompt as the model sees it
 
 private:
     void updateFooter();
+    void updateFollowUp();
+    void showHistory();
     void showAnswerText();  // the answer, as Markdown or raw text
     void explainFinish();  // a visible reason for a finish that is a failure
     void setTemperatureFromSlider(int value);
@@ -116,6 +119,9 @@ private:
     QLabel* footer_ = nullptr;
     QToolButton* stop_ = nullptr;
     QToolButton* runCard_ = nullptr;
+    QToolButton* followUp_ = nullptr;
+    QLabel* history_ = nullptr;          // the conversation's earlier turns, when there are any
+    QVector<CardTurn> turns_;
     QToolButton* replay_ = nullptr;
 };
 

@@ -205,6 +205,11 @@ ojson card_to_json(const BundleCard& c) {
                  {"time_to_first_token_s", c.stats.time_to_first_token_s},
                  {"tokens_per_s", c.stats.tokens_per_s}}}};
     if (!c.system) j.erase("system");  // absent: the bundle's system message
+    if (!c.history.empty()) {
+        ojson turns = ojson::array();
+        for (const ChatTurn& t : c.history) turns.push_back({{"user", t.user}, {"assistant", t.assistant}});
+        j["history"] = std::move(turns);
+    }
     return j;
 }
 
@@ -218,6 +223,19 @@ BundleCard card_from_json(const json& j, std::size_t index, const std::string& s
     c.label = f.text(j, "label", "label", kMaxShortText * 16);
     c.question = f.text(j, "question", "question", kMaxBundleBytes);
     if (const json* system = f.optional(j, "system")) c.system = f.text(*system, "system", kMaxBundleBytes);
+    if (const json* history = f.optional(j, "history")) {
+        if (!history->is_array()) f.fail("\"history\" must be an array of {\"user\", \"assistant\"} turns");
+        if (history->size() > kMaxBundleTurns)
+            f.fail("\"history\" holds " + std::to_string(history->size()) + " turns, over the limit of " +
+                   std::to_string(kMaxBundleTurns));
+        for (std::size_t k = 0; k < history->size(); ++k) {
+            const json& t = (*history)[k];
+            const std::string name = "history[" + std::to_string(k) + "]";
+            if (!t.is_object()) f.fail("\"" + name + "\" must be an object with \"user\" and \"assistant\"");
+            c.history.push_back({f.text(t, "user", name + ".user", kMaxBundleBytes),
+                                 f.text(t, "assistant", name + ".assistant", kMaxBundleBytes)});
+        }
+    }
 
     const json& s = f.object(j, "sampling", "sampling");
     SamplingSettings& ss = c.sampling;
@@ -548,6 +566,7 @@ BundleReplay replay_inputs(const Bundle& b) {
         CardRequest card;
         card.question = c.question;
         card.system = c.system;
+        card.history = c.history;
         card.sampling = c.sampling;
         // Stop where the run stopped: a card cut at max tokens or cancelled replays as
         // many tokens as it has (at least one: a card must be allowed to generate).

@@ -19,10 +19,19 @@ QByteArray request_body(const RemoteCard& card, const QString& model, Api api) {
     if (api == Api::Chat) {
         QJsonArray messages;
         if (!system.isEmpty()) messages.append(QJsonObject{{"role", "system"}, {"content", system}});
+        for (const auto& [question, answer] : card.history) {
+            messages.append(QJsonObject{{"role", "user"}, {"content", question}});
+            messages.append(QJsonObject{{"role", "assistant"}, {"content", answer}});
+        }
         messages.append(QJsonObject{{"role", "user"}, {"content", card.question}});
         body["messages"] = messages;
     } else {
-        body["prompt"] = system.isEmpty() ? card.question : system + QStringLiteral("\n\n") + card.question;
+        // No template: the conversation as plain paragraphs, the system text first.
+        QStringList parts;
+        if (!system.isEmpty()) parts << system;
+        for (const auto& [question, answer] : card.history) parts << question << answer;
+        parts << card.question;
+        body["prompt"] = parts.join(QStringLiteral("\n\n"));
     }
     const RemoteSampling& s = card.sampling;
     if (s.temperature) body["temperature"] = *s.temperature;

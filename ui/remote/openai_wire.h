@@ -5,6 +5,8 @@
 #include <QByteArray>
 #include <QString>
 #include <QStringList>
+#include <QPair>
+#include <QVector>
 
 #include <optional>
 #include <vector>
@@ -27,6 +29,8 @@ struct RemoteSampling {
 };
 
 struct RemoteCard {
+    // Earlier exchanges of the card's conversation (question, answer), oldest first.
+    QVector<QPair<QString, QString>> history;
     QString question;
     QString system;          // empty: none
     QString shared_context;  // goes first in every card's prompt (the server's prefix cache computes it once)

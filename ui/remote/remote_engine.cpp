@@ -40,6 +40,7 @@ kev::CardStats stats_of(const CardOutcome& o) {
 RemoteCard remote_card(const kev::GenerationRequest& request, const kev::CardRequest& card) {
     RemoteCard r;
     r.question = q(card.question);
+    for (const kev::ChatTurn& t : card.history) r.history.push_back({q(t.user), q(t.assistant)});
     if (card.system) r.system = q(*card.system);
     else if (request.system) r.system = q(*request.system);
     r.shared_context = q(request.shared_context);

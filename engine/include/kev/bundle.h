@@ -74,6 +74,7 @@ constexpr std::size_t kMaxBundleCards = 1024;
 constexpr std::size_t kMaxBundleTokensPerCard = std::size_t(1) << 20;
 constexpr TokenId kMaxBundleTokenId = (1 << 24) - 1;  // ids are in [0, this]; vocabularies are < 1M
 constexpr std::size_t kMaxBundleStopStrings = 64;
+constexpr std::size_t kMaxBundleTurns = 4096;  // earlier turns of one card's conversation
 constexpr int kMaxBundleJsonDepth = 8;
 
 struct BundleModel {
@@ -111,6 +112,9 @@ struct BundleCard {
     std::string question;
     // The card's own system message, instead of the bundle's (CardRequest::system).
     std::optional<std::string> system;
+    // The conversation before `question`, oldest first (CardRequest::history); written as
+    // "history": [{"user": ..., "assistant": ...}] when there is one.
+    std::vector<ChatTurn> history;
     // As the card ran: the temperature resolved (KEV_TEMPERATURE applied), the seed its
     // sampler used (set even for a greedy card), every other setting as given.
     SamplingSettings sampling;

@@ -53,7 +53,7 @@ std::unique_ptr<Session> Session::open(const std::string& path, const SessionOpt
     // would index past the embedding. Said here, naming the files, not at the first card.
     check_tokenizer_fits(s->model_->config(), s->tokenizer_->vocab_size(), tokenizer_file);
     if (options.chat_format) {
-        s->chat_ = ChatTemplate::for_format(*options.chat_format, s->tokenizer_->bos_text());
+        s->chat_ = ChatTemplate::for_format(*options.chat_format, s->tokenizer_->bos_text(), s->tokenizer_->eos_text());
     } else {
         try {
             s->chat_ = ChatTemplate::recognise(*s->tokenizer_);
