@@ -16,6 +16,7 @@
 #include "kev/error.h"
 #include "kev/model.h"
 #include "generate/card_stream.h"
+#include "generate/prompt_reuse.h"
 #include "generate/step_batch.h"
 
 namespace kev {
@@ -43,6 +44,49 @@ std::vector<TokenId> end_ids(const Model& model, const Tokenizer* tokenizer) {
 }
 
 constexpr std::size_t kJoiningCard = static_cast<std::size_t>(-1);  // render()'s index for a card not yet in a run
+
+// The step's sampled tokens to their cards' streams (the planner keeps every sampled
+// token but an end-of-sequence id), the finished cards' held-back text (their computed
+// prefix to the prefix cache, before their regions are freed), every update's stats.
+// Returns how many tokens the cards took.
+std::int64_t stream_step(const StepPlan& step, Planner& planner, std::vector<CardStream>& streams, PromptReuse& reuse,
+                         const KvCache& cache, const Tokenizer* tokenizer, double now_s, StepEvent& event) {
+    std::int64_t taken = 0;
+    for (const StepOutput& o : step.outputs) {
+        const std::int32_t c = o.card;
+        CardStream& stream = streams[static_cast<std::size_t>(c)];
+        CardUpdate update;
+        update.card = c;
+        // The planner keeps every sampled token except an end-of-sequence id.
+        const std::vector<TokenId>& generated = planner.card(c).generated;
+        if (generated.size() > stream.result().tokens.size()) {
+            const TokenId token = generated.back();
+            update.tokens.push_back(token);
+            update.text = stream.take(token, now_s, tokenizer);
+            ++taken;
+            if (stream.stopped()) planner.report_stop_string(c);
+        }
+        event.updates.push_back(std::move(update));
+    }
+    for (std::int32_t c : planner.take_finished()) {
+        auto it = std::find_if(event.updates.begin(), event.updates.end(),
+                               [c](const CardUpdate& u) { return u.card == c; });
+        if (it == event.updates.end()) {
+            event.updates.push_back(CardUpdate{});
+            it = std::prev(event.updates.end());
+            it->card = c;
+        }
+        it->text += streams[static_cast<std::size_t>(c)].finish(*planner.card(c).finish);
+        it->finished = *planner.card(c).finish;
+        reuse.store(c, planner, cache);
+    }
+    for (CardUpdate& u : event.updates) {
+        CardStream& stream = streams[static_cast<std::size_t>(u.card)];
+        stream.result().stats.reused_tokens = planner.card(u.card).reused;
+        u.stats = stream.stats(now_s);
+    }
+    return taken;
+}
 
 }  // namespace
 
@@ -304,28 +348,9 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
     sample_ctx.logprobs = options.logprobs;
     sample_ctx.keep_logits = options.keep_logits;
 
-    // Every card's tokens from position 0 (the shared context first when it reads it) and
-    // the adapter state that computes them: what the prefix cache is keyed by.
+    // What the prefix cache keys every card's keys and values by, and what it gives back.
     const std::vector<TokenId> shared_tokens(plan.tokens.begin(), plan.tokens.begin() + plan.shared_length);
-    auto state_of = [&](const LoraUse& u) {
-        PrefixState st;
-        if (u.enabled) {
-            st.lora = lora_mode == LoraMode::Merged ? PrefixState::Lora::Merged : PrefixState::Lora::PerRow;
-            st.lora_scale = u.scale;
-        }
-        return st;
-    };
-    struct CardKey {
-        std::vector<TokenId> tokens;
-        bool shares = false;
-    };
-    std::vector<CardKey> keys;
-    for (std::int32_t c = 0; c < plan.cards(); ++c) {
-        const PackSegment& seg = plan.card(c);
-        CardKey k{shared_tokens, plan.shared_length > 0};
-        k.tokens.insert(k.tokens.end(), plan.tokens.begin() + seg.row_begin, plan.tokens.begin() + seg.row_end);
-        keys.push_back(std::move(k));
-    }
+    PromptReuse reuse(options.prefix_cache, model_, plan, lora, lora_mode);
 
     // A pack that cards may join starts with room to spare, and grows by half when it must:
     // a growth copies the whole cache, a step's time that every running card waits.
@@ -337,47 +362,13 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         return slot_limit > 0 ? std::min(more, slot_limit) : more;
     };
     KvCache cache = model_.make_cache(options.joins ? roomy(plan.cache_slots) : plan.cache_slots);
-    PrefixCache* prefix = options.prefix_cache;
-    if (prefix) prefix->bind(model_);
-
     PlannerOptions planner_options;
     if (!options.ignore_end_of_sequence) planner_options.end_of_sequence = eos;
     planner_options.prompt_rows_beside_answers = std::max<std::int64_t>(0, options.prompt_rows_beside_answers);
     planner_options.max_cache_slots = slot_limit;
     planner_options.vocab_size = vocab;
-    if (prefix) {
-        // The shared context's stored blocks go to its slots; each card's own stored
-        // blocks to its region when it gets one.
-        const PrefixState shared_state = state_of(shared_lora);
-        const std::int64_t found = prefix->match(shared_tokens, shared_state, plan.shared_length);
-        prefix->restore(shared_tokens, shared_state, 0, found, cache, {plan.shared_length, 0});
-        planner_options.shared_done = found;
-        planner_options.on_admit = [&](std::int32_t card, std::int64_t region_begin) -> std::int64_t {
-            const CardKey& k = keys[static_cast<std::size_t>(card)];
-            const PrefixState st = state_of(lora[static_cast<std::size_t>(card)]);
-            const std::int64_t own_start = k.shares ? plan.shared_length : 0;
-            const std::int64_t found = prefix->match(k.tokens, st, static_cast<std::int64_t>(k.tokens.size()) - 1);
-            if (found <= own_start) return 0;
-            prefix->restore(k.tokens, st, own_start, found, cache, {own_start, region_begin});
-            return found - own_start;
-        };
-    }
+    reuse.wire(planner_options, cache);
     Planner planner(plan, planner_options);
-    // A finished card's computed prefix (prompt read so far and the answer fed back) goes
-    // to the prefix cache before its region is freed.
-    auto store = [&](std::int32_t c) {
-        const CardProgress& p = planner.card(c);
-        const auto [begin, end] = planner.region(c);
-        if (!prefix || begin < 0 || p.finish == FinishReason::NonFinite) return;
-        const CardKey& k = keys[static_cast<std::size_t>(c)];
-        const std::int64_t own_start = k.shares ? plan.shared_length : 0;
-        std::vector<TokenId> tokens(k.tokens.begin(), k.tokens.begin() + own_start + p.prompt_done);
-        if (p.prompt_done == static_cast<std::int64_t>(k.tokens.size()) - own_start)
-            tokens.insert(tokens.end(), p.generated.begin(), p.generated.begin() + p.answer_fed);
-        const std::int64_t valid = p.prompt_done > 0 || !k.shares ? static_cast<std::int64_t>(tokens.size())
-                                                                  : std::min(planner.shared_done(), own_start);
-        prefix->store(tokens, valid, state_of(lora[static_cast<std::size_t>(c)]), cache, {own_start, begin});
-    };
 
     std::vector<CardStream> streams;
     streams.reserve(static_cast<std::size_t>(plan.cards()));
@@ -408,12 +399,12 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
             prompt.tokens.assign(j.prompt.begin() + (shares ? static_cast<std::ptrdiff_t>(shared_tokens.size()) : 0),
                                  j.prompt.end());
             prompt.max_new_tokens = j.sampling.max_new_tokens;
-            keys.push_back({j.prompt, shares});
+            reuse.add_card(j.prompt, shares, j.lora);
             lora.push_back(j.lora);
             try {
                 joined.card = planner.add_card(prompt, shares);
             } catch (...) {
-                keys.pop_back();
+                reuse.drop_last_card();
                 lora.pop_back();
                 throw;
             }
@@ -493,41 +484,9 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         // --- stream ---
         const double now_s = seconds_since(t_start);
         if (step.index == 0) result.prefill_s = decode_start_s = now_s;
-        for (const StepOutput& o : step.outputs) {
-            const std::int32_t c = o.card;
-            CardStream& stream = streams[static_cast<std::size_t>(c)];
-            CardUpdate update;
-            update.card = c;
-            // The planner keeps every sampled token except an end-of-sequence id.
-            const std::vector<TokenId>& generated = planner.card(c).generated;
-            if (generated.size() > stream.result().tokens.size()) {
-                const TokenId token = generated.back();
-                update.tokens.push_back(token);
-                update.text = stream.take(token, now_s, tokenizer_);
-                ++decode_tokens;
-                if (stream.stopped()) planner.report_stop_string(c);
-            }
-            event.updates.push_back(std::move(update));
-        }
-        for (std::int32_t c : planner.take_finished()) {
-            auto it = std::find_if(event.updates.begin(), event.updates.end(),
-                                   [c](const CardUpdate& u) { return u.card == c; });
-            if (it == event.updates.end()) {
-                event.updates.push_back(CardUpdate{});
-                it = std::prev(event.updates.end());
-                it->card = c;
-            }
-            it->text += streams[static_cast<std::size_t>(c)].finish(*planner.card(c).finish);
-            it->finished = *planner.card(c).finish;
-            store(c);
-        }
-        for (CardUpdate& u : event.updates) {
-            CardStream& stream = streams[static_cast<std::size_t>(u.card)];
-            stream.result().stats.reused_tokens = planner.card(u.card).reused;
-            u.stats = stream.stats(now_s);
-        }
+        decode_tokens += stream_step(step, planner, streams, reuse, cache, tokenizer_, now_s, event);
         event.kv_bytes_in_use = planner.slots_in_use() * KvCache::bytes_per_slot(model_.config(), model_.dtype());
-        if (prefix) event.prefix_cache_bytes = prefix->stats().bytes;
+        event.prefix_cache_bytes = reuse.cache_bytes();
         event.shared_reused_tokens = planner_options.shared_done;
         event.step_s = seconds_since(t_step);
         event.elapsed_s = seconds_since(t_start);
