@@ -50,6 +50,19 @@ void setCards(kevui::MainWindow& w, const QStringList& questions, int maxNewToke
     }
 }
 
+// A new card at the end of the board asking `question` (seeded, so its answer repeats).
+kevui::QuestionCard* addCardAsking(kevui::MainWindow& w, const QString& question, double temperature, int maxNewTokens,
+                                   quint64 seed) {
+    kevui::QuestionCard* card = w.addCard();
+    kevui::CardSettings s;
+    s.question = question;
+    s.temperature = temperature;
+    s.seed = seed;
+    s.maxNewTokens = maxNewTokens;
+    card->setSettings(s);
+    return card;
+}
+
 // Measures how late a 10 ms timer fires while it runs: the event loop's latency.
 class LatencyProbe : public QObject {
 public:
@@ -478,13 +491,7 @@ private Q_SLOTS:
         QVERIFY(w.isRunning());
         auto* runAction = w.findChild<QAction*>(QStringLiteral("runAction"));
         QVERIFY2(runAction->isEnabled(), "Run stays available while a pack runs");
-        kevui::QuestionCard* added = w.addCard();
-        kevui::CardSettings s;
-        s.question = QStringLiteral("Name three fruits.");
-        s.temperature = 0.9;
-        s.seed = 77;
-        s.maxNewTokens = 24;
-        added->setSettings(s);
+        kevui::QuestionCard* added = addCardAsking(w, QStringLiteral("Name three fruits."), 0.9, 24, 77);
         runAction->trigger();  // the new card joins; the three answered ones are unchanged
         QVERIFY(added->isRunning());
         QVERIFY(done.wait(180000));
@@ -544,12 +551,7 @@ private Q_SLOTS:
         QVERIFY(w.runAll());
         QVERIFY(edited->isRunning());
         context->setPlainText(QStringLiteral("Answer briefly."));
-        kevui::QuestionCard* waiting = w.addCard();
-        kevui::CardSettings ws;
-        ws.question = QStringLiteral("What is two plus two?");
-        ws.temperature = 0.0;
-        ws.maxNewTokens = 8;
-        waiting->setSettings(ws);
+        kevui::QuestionCard* waiting = addCardAsking(w, QStringLiteral("What is two plus two?"), 0.0, 8, 5);
         QVERIFY(w.runAll());
         QVERIFY2(waiting->messageText().contains(QStringLiteral("Waits for the running pack")), qPrintable(waiting->messageText()));
         QVERIFY(!waiting->isRunning());

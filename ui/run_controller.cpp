@@ -439,6 +439,12 @@ void RunController::stopCard(QuestionCard* card) {
     if (deferred_.removeAll(card) > 0) card->clearMessage();
 }
 
+void RunController::putBack(const Joining& j) {
+    if (!j.card) return;  // removed meanwhile
+    doc_->setAnswer(j.card->number(), j.previous);
+    j.card->setRunning(false);
+}
+
 bool RunController::canJoin() const { return running() && kind_ == Kind::Pack; }
 
 void RunController::onJoined(Group& g, const kev::JoinedCard& joined) {
@@ -450,11 +456,8 @@ void RunController::onJoined(Group& g, const kev::JoinedCard& joined) {
     if (joined.card < 0) {
         // Refused (too long for the context, a setting the run cannot take): the card keeps
         // the answer it had and says why.
-        if (card) {
-            doc_->setAnswer(card->number(), j.previous);
-            card->setRunning(false);
-            card->showMessage(QStringLiteral("Could not join the running pack: %1").arg(QString::fromStdString(joined.error)));
-        }
+        putBack(j);
+        if (card) card->showMessage(QStringLiteral("Could not join the running pack: %1").arg(QString::fromStdString(joined.error)));
         return;
     }
     const int i = joined.card;
@@ -621,10 +624,9 @@ void RunController::onRunFinished(Group& g, const kev::GenerationResult& result)
     }
     // Cards queued to join as the run ended wait for the next one, as do any the run
     // never reported.
-    for (const auto& [tag, j] : g.joining.asKeyValueRange()) {
-        Q_UNUSED(tag);
+    for (const Joining& j : g.joining) {
+        putBack(j);
         if (j.card && !j.stopped) deferred_ << j.card;
-        if (j.card) doc_->setAnswer(j.card->number(), j.previous);
     }
     g.joining.clear();
     for (std::size_t i = 0; i < result.cards.size() && static_cast<int>(i) < g.cards.size(); ++i) {
@@ -664,11 +666,7 @@ void RunController::onRunFailed(Group& g, const QString& message) {
     if (kind_ == Kind::Replay && g.cards.value(0)) g.cards.value(0)->clearMessage();
     bool restored = false;
     if (kind_ == Kind::Pack) {
-        for (const Joining& j : g.joining) {
-            if (!j.card) continue;
-            doc_->setAnswer(j.card->number(), j.previous);
-            j.card->setRunning(false);
-        }
+        for (const Joining& j : g.joining) putBack(j);
         g.joining.clear();
         // Nothing was answered: every card gets back the answer it had.
         for (int i = 0; i < g.cards.size() && i < g.previous.size(); ++i) {

@@ -141,6 +141,9 @@ private:
     Place placeOf(const QuestionCard* card) const;
     Group* joiningGroupOf(const QuestionCard* card) const;
     void onJoined(Group& g, const kev::JoinedCard& joined);
+    // A join that did not happen (refused, the run ended or failed first): the card gets
+    // back the answer it had and stops showing as running.
+    void putBack(const Joining& j);
     // The pack view's line for the latest step, with the latest entries and leaves.
     void showStep(Group& g, const kev::StepEvent& event);
     void logPack(const QString& line);
