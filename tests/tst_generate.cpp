@@ -958,6 +958,160 @@ private Q_SLOTS:
         QCOMPARE(kev::first_difference(engine, result.cards[0], other), static_cast<std::int64_t>(other.tokens.size()));
     }
 
+    // A cache that keeps windowed layers in rings (kv_cache.h), at the forward: a prompt
+    // read in chunks into a ring of 30 slots gives the bits of the whole cache at every row
+    // (the window is 24 on every layer of tiny-mistral); the ring holds the last 30 slots;
+    // batches that would lose what they read are refused, the cache unchanged.
+    void windowRingsAtTheForward() {
+        const auto m = loadTiny("tiny-mistral");
+        QVERIFY(m);
+        const std::int64_t W = m->config().sliding_window;
+        QCOMPARE(W, std::int64_t(24));
+        std::mt19937 rng(31);
+        const auto tokens = randomPrompt(rng, 512, 90, 90);
+        auto batch = [&](std::int64_t base, std::int64_t start, std::int64_t n) {
+            kev::ForwardBatch b;
+            for (std::int64_t i = start; i < start + n; ++i) {
+                b.tokens.push_back(tokens[static_cast<std::size_t>(i)]);
+                b.positions.push_back(i);
+                b.slots.push_back(base + i);
+                b.reads.push_back({0, base, base + i + 1});
+                b.output_rows.push_back(i - start);
+            }
+            b.kv_len = base + start + n;
+            return b;
+        };
+        kev::KvCache whole = m->make_cache(100), ringed = m->make_cache(100);
+        ringed.keep_windows(W + 6);  // chunks of up to 7 rows
+        ringed.map_region(10, 100);
+        QCOMPARE(ringed.ring_of(50)->size, W + 6);
+        QCOMPARE(ringed.bytes() * 100, whole.bytes() * (W + 6));  // every layer is windowed
+        std::vector<at::Tensor> a, b;
+        for (std::int64_t start = 0, n = 1; start < 90; start += n, n = n % 7 + 1) {
+            n = std::min<std::int64_t>(n, 90 - start);
+            a.push_back(m->forward(batch(10, start, n), whole));
+            b.push_back(m->forward(batch(10, start, n), ringed));
+        }
+        QVERIFY2(at::equal(at::cat(a, 0), at::cat(b, 0)), "rings do not give the whole cache's bits");
+        QVERIFY(ringed.holds(10 + 89) && ringed.holds(10 + 90 - W - 6) && !ringed.holds(10 + 89 - W - 6));
+        QVERIFY(!ringed.holds(5));  // no region there
+
+        // Refused: out of order, more rows than the ring leaves the window, an unmapped
+        // slot, a dense mask; moving or clearing slots.
+        kev::KvCache c = m->make_cache(100);
+        c.keep_windows(W + 2);
+        c.map_region(0, 100);
+        QVERIFY_THROWS_EXCEPTION(kev::Error, m->forward(batch(0, 1, 2), c));  // offset 0 comes first
+        QVERIFY_THROWS_EXCEPTION(kev::Error, m->forward(batch(0, 0, 4), c));  // 4 rows > 24 + 2 - 24 + 1
+        m->forward(batch(0, 0, 3), c);
+        QCOMPARE(c.ring_of(0)->last, std::int64_t(2));
+        kev::ForwardBatch outside = batch(0, 3, 1);
+        outside.slots = {99};
+        outside.reads = {{0, 99, 100}};
+        outside.kv_len = 100;
+        c.unmap_region(0, 100);
+        QVERIFY_THROWS_EXCEPTION(kev::Error, m->forward(outside, c));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, m->forward(kev::single_sequence_batch({5, 6}, 0, false), c));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, c.copy_slots(0, 50, 3));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, c.clear_slots(0, 3));
+        QVERIFY_THROWS_EXCEPTION(kev::Error, c.keep_windows(10));  // once, on a fresh cache
+        QVERIFY_THROWS_EXCEPTION(kev::Error, models_[0]->make_cache(10).keep_windows(10));  // no windowed layers
+    }
+
+    // Runs whose windowed layers keep rings give every card the bits of the whole cache:
+    // a shared context and prompts longer than the rings (chunks of 3 rows: rings of 18 or
+    // 26 slots), answers that wrap them, cards joining and one cancelled, freed rings
+    // poisoned; then the prefix cache, fed block by block while the rings still held the
+    // blocks, serves a second run everything it served without rings. The cache is smaller.
+    void windowRingsGiveTheBitsOfTheWholeCache_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<QString>("precision");
+        QTest::addRow("tiny-mistral fp32") << "tiny-mistral" << "fp32";   // every layer windowed (24)
+        QTest::addRow("tiny-gemma2 fp32") << "tiny-gemma2" << "fp32";     // every other layer (16), soft-caps
+        QTest::addRow("tiny-gemma3 bf16") << "tiny-gemma3" << "bf16";     // 5 of 6 local layers (16)
+        QTest::addRow("tiny-mistral 4bit") << "tiny-mistral" << "4bit";
+    }
+
+    void windowRingsGiveTheBitsOfTheWholeCache() {
+        QFETCH(QString, preset);
+        QFETCH(QString, precision);
+        const auto m = loadTinyAs(preset, precision);
+        QVERIFY(m);
+        const int vocab = static_cast<int>(m->config().vocab_size);
+        std::mt19937 rng(static_cast<unsigned>(qHash(preset + precision) % 1000 + 3));
+        auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+        const auto context = randomPrompt(rng, vocab, 45, 45);
+        std::vector<kev::TokenCard> cards;  // 4 from the start, 3 joining
+        for (int c = 0; c < 7; ++c) {
+            kev::SamplingSettings st = greedy(uniform(20, 30));
+            if (c % 2) st.temperature = 0.8f, st.seed = 300 + static_cast<std::uint64_t>(c);
+            cards.push_back({randomPrompt(rng, vocab, c == 0 ? 2 : 10, 60), st});
+        }
+        cards[2].sampling.max_new_tokens = 60;  // still answering when it is cancelled
+        const std::vector<kev::TokenCard> first(cards.begin(), cards.begin() + 4);
+        kev::PrefixCache prefix(256ll << 20);
+        auto live = [&](bool rings, kev::PrefixCache* cache) {
+            kev::JoinQueue queue;
+            kev::CancelFlags cancel(16);
+            kev::RunOptions o;
+            o.keep_windows = rings;
+            o.window_chunk = 3;
+            o.joins = &queue;
+            o.cancel = &cancel;
+            o.poison_freed = true;
+            o.prefix_cache = cache;
+            o.on_step = [&](const kev::StepEvent& ev) {
+                for (int j = 0; j < 3; ++j) {
+                    if (ev.step != 2 + 7 * j) continue;
+                    kev::JoiningCard jc;
+                    jc.tag = static_cast<std::uint64_t>(j);
+                    jc.prompt = context;
+                    const auto& own = cards[static_cast<std::size_t>(4 + j)].prompt;
+                    jc.prompt.insert(jc.prompt.end(), own.begin(), own.end());
+                    jc.sampling = cards[static_cast<std::size_t>(4 + j)].sampling;
+                    queue.push(jc);
+                }
+                if (ev.step == 30) cancel.cancel(2);
+            };
+            return runCards(*m, first, context, o);
+        };
+        const auto whole = runCards(*m, cards, context, [] { kev::RunOptions o; o.keep_windows = false; return o; }());
+        for (const bool withPrefix : {false, true}) {
+            for (int pass = 0; pass < (withPrefix ? 2 : 1); ++pass) {
+                const auto r = live(true, withPrefix ? &prefix : nullptr);
+                QCOMPARE(r.cards.size(), cards.size());
+                for (std::size_t c = 0; c < cards.size(); ++c) {
+                    const auto& got = r.cards[c];
+                    const auto& want = whole.cards[c];
+                    const QString who = QString("card %1 (prefix cache %2, pass %3)").arg(c).arg(withPrefix).arg(pass);
+                    QVERIFY2(got.finish != kev::FinishReason::NonFinite, qPrintable(who + " read a freed ring"));
+                    QVERIFY2(got.tokens.size() <= want.tokens.size() &&
+                                 std::equal(got.tokens.begin(), got.tokens.end(), want.tokens.begin()) &&
+                                 std::equal(got.logits.begin(), got.logits.end(), want.logits.begin()),
+                             qPrintable(who + ": not the bits of the whole cache"));
+                    if (c != 2) QCOMPARE(got.tokens.size(), want.tokens.size());
+                    // The second pass finds every whole block of the context and the prompt
+                    // before its last token: stored while the rings held them.
+                    if (pass == 1 && c != 2) {
+                        const auto total = static_cast<std::int64_t>(context.size() + cards[c].prompt.size());
+                        const std::int64_t B = kev::PrefixCache::kBlockTokens;
+                        QCOMPARE(got.stats.reused_tokens,
+                                 std::max<std::int64_t>(0, (total - 1) / B * B - static_cast<std::int64_t>(context.size())));
+                    }
+                }
+                QCOMPARE(r.cards[2].finish, kev::FinishReason::Cancelled);
+                if (pass == 0 && !withPrefix) {
+                    const auto full = live(false, nullptr);
+                    qInfo("KV cache: %lld bytes kept with rings, %lld without (peak in use %lld and %lld)",
+                          static_cast<long long>(r.cache_bytes), static_cast<long long>(full.cache_bytes),
+                          static_cast<long long>(r.cache_peak_bytes), static_cast<long long>(full.cache_peak_bytes));
+                    QVERIFY(r.cache_bytes < full.cache_bytes);
+                    QVERIFY(r.cache_peak_bytes < full.cache_peak_bytes);
+                }
+            }
+        }
+    }
+
 private:
     std::vector<std::unique_ptr<kev::Model>> models_;
 };

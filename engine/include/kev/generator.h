@@ -154,7 +154,8 @@ struct GenerationResult {
     std::vector<CardResult> cards;
     std::int64_t prefill_tokens = 0;
     std::int64_t steps = 0;              // forwards, the prefill included
-    std::int64_t cache_bytes = 0;
+    std::int64_t cache_bytes = 0;        // the KV cache's tensors at the end of the run
+    std::int64_t cache_peak_bytes = 0;   // the most KvCache::bytes_in_use of any step
     double prefill_s = 0.0;
     double total_s = 0.0;
     LoraMode lora_mode = LoraMode::Off;  // how the run applied the LoRA adapter
@@ -245,6 +246,12 @@ struct RunOptions {
     // Tests: fill a finished card's cache region with NaN when it is freed, so a row that
     // read it after free would show in its logits.
     bool poison_freed = false;
+    // Windowed layers (sliding-window attention) keep only each region's window on the CPU
+    // (KvCache::keep_windows): prompts are then read in chunks of at most `window_chunk`
+    // rows per region and step, and the rings hold max(window, PrefixCache::kBlockTokens) +
+    // window_chunk - 1 slots. False keeps every slot in every layer (tests compare the two).
+    bool keep_windows = true;
+    std::int64_t window_chunk = 128;
 };
 
 class Generator {

@@ -13,15 +13,30 @@
 // Allocated once, in the model's device and dtype; the forward writes each row's
 // key/value into the slot the batch names. Which slots a row may read is the
 // batch's attention mask (see model.h), not the cache's business.
+//
+// Windowed layers (sliding-window attention) can keep only the window of each region
+// (keep_windows): a region of the slot space above (the shared context, a card) is then
+// stored, in those layers, in a ring of min(region size, ring_slots) slots of their own,
+// slot s of the region at ring slot (s - region begin) mod ring size. Rings are written
+// in order, so a ring holds the region's last ring-size slots: everything a window of
+// W <= ring_slots - rows + 1 still reads after a forward that wrote `rows` of them.
+//
+//   region 40..1039 (1,000 tokens), window 64, 16 rows a step: ring of 79 slots
+//   full layers: slots 40..1039         windowed layers: ring slots 0..78, the last 79
+//   positions written, offset o at o mod 79
+//
+// The slot numbers the batch names stay the same; the cache maps them.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "kev/config.h"
 #include "kev/engine_info.h"
+#include "kev/region_pool.h"
 #include "kev/weights.h"
 
 namespace kev {
@@ -63,13 +78,56 @@ public:
     // forward as it writes and moved by copy_slots: sliding-window layers read a slot only
     // when its position is within the window of the reading row's.
     const std::vector<std::int64_t>& slot_positions() const { return positions_; }
-    void set_slot_position(std::int64_t slot, std::int64_t position) { positions_[static_cast<std::size_t>(slot)] = position; }
+    // Also marks the slot written in its ring (rings are written in order).
+    void set_slot_position(std::int64_t slot, std::int64_t position);
+
+    // --- windows kept (windowed layers in rings) ---
+    // From now on, windowed layers keep each mapped region in a ring of at most
+    // `ring_slots` slots (see above). Call on a fresh cache of a model with windowed
+    // layers; throws InvalidArgument otherwise or for ring_slots < 1.
+    void keep_windows(std::int64_t ring_slots);
+    bool keeps_windows() const { return ring_slots_ > 0; }
+    std::int64_t ring_slots() const { return ring_slots_; }
+    // Whether layer l is stored in rings.
+    bool ringed(std::int64_t layer) const { return ring_slots_ > 0 && windowed_[static_cast<std::size_t>(layer)]; }
+    // Gives slots [begin, end) a ring (their region: the shared context, a card). A mapped
+    // region that overlaps it is dropped first (the planner gives freed slots to the next
+    // card before the run loop hears they were freed). Throws InvalidArgument out of range,
+    // OutOfMemory when the rings cannot grow.
+    void map_region(std::int64_t begin, std::int64_t end);
+    // Drops the ring of exactly [begin, end), if it has one.
+    void unmap_region(std::int64_t begin, std::int64_t end);
+
+    struct Ring {
+        std::int64_t begin = 0, end = 0;  // the region's slots
+        std::int64_t base = 0, size = 0;  // its ring: ring slots [base, base + size)
+        std::int64_t last = -1;           // the highest offset written (-1: none)
+        bool wraps() const { return end - begin > size; }
+        std::int64_t ring_slot(std::int64_t slot) const { return base + (slot - begin) % size; }
+        // Whether slot's key is still in the ring (written, not overwritten since).
+        bool holds(std::int64_t slot) const { return slot - begin <= last && last - (slot - begin) < size; }
+    };
+    // The ring of the region holding `slot`, or null (no rings, or not mapped).
+    const Ring* ring_of(std::int64_t slot) const;
+    // Where layer `layer` keeps each of `slots`: the slots themselves, or ring slots.
+    // Throws InvalidArgument for a ringed layer and a slot outside every mapped region.
+    std::vector<std::int64_t> storage_slots(std::int64_t layer, const std::vector<std::int64_t>& slots) const;
+    // Whether every layer still holds slot's key and value (a ring may have moved on).
+    bool holds(std::int64_t slot) const;
+    // Bytes the cache uses for `slots` slots of full layers and the rings mapped now.
+    std::int64_t bytes_in_use(std::int64_t slots) const;
 
 private:
     std::int64_t slots_ = 0;
     std::vector<std::int64_t> positions_;  // [slots]
     std::vector<at::Tensor> keys_;    // [layers] of [KVH, slots, D]
     std::vector<at::Tensor> values_;  // [layers] of [KVH, slots, D]
+    // Windows kept: ringed layers' tensors are [KVH, ring pool slots, D].
+    std::vector<std::uint8_t> windowed_;  // [layers]
+    std::int64_t ring_slots_ = 0;
+    std::int64_t pool_slots_ = 0;
+    RegionPool pool_;
+    std::map<std::int64_t, Ring> rings_;  // by region begin
 };
 
 }  // namespace kev

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "kev/pack_plan.h"
+#include "kev/region_pool.h"
 #include "kev/sampling.h"
 
 namespace kev {
@@ -155,7 +156,12 @@ struct PlannerOptions {
     // when admitted): how many leading tokens of its prompt are already in the region
     // (a prefix cache copied them there). Clamped to [0, prompt length - 1]: the last
     // prompt token is always computed, its logits start the answer.
-    std::function<std::int64_t(std::int32_t card, std::int64_t region_begin)> on_admit;
+    std::function<std::int64_t(std::int32_t card, std::int64_t region_begin, std::int64_t region_end)> on_admit;
+    // Prompt rows of one region (the shared context, or one card) a step may carry (0 = no
+    // limit). A cache that keeps only the window of windowed layers (KvCache::keep_windows)
+    // holds window + this - 1 positions per region: a step's rows must not overwrite what
+    // its first row still reads.
+    std::int64_t region_rows = 0;
 };
 
 class Planner {
@@ -203,13 +209,14 @@ public:
     // Cards finished since the last call, in the order they finished: their answers are
     // complete and their cache regions are no longer read or grown.
     std::vector<std::int32_t> take_finished();
-    // Regions given back to the pool by the last next_step(), [first, second) each: no row
-    // reads them until a card admitted later writes them (tests poison them).
+    // Regions given back to the pool by the last next_step(), [first, second) each, less
+    // what a card admitted in that step was given: no row reads them until a card admitted
+    // later writes them (tests poison them).
     std::vector<std::pair<std::int64_t, std::int64_t>> take_freed();
     // A card's cache region [first, second); {-1, -1} while it waits.
     std::pair<std::int64_t, std::int64_t> region(std::int32_t card) const;
     // Slots the cache must have for every step planned so far (it never shrinks).
-    std::int64_t cache_slots() const { return high_water_; }
+    std::int64_t cache_slots() const { return pool_.high_water(); }
     // Slots held now: the shared context and the regions of unfinished cards.
     std::int64_t slots_in_use() const;
     // Shared-context tokens in the cache.
@@ -248,10 +255,8 @@ private:
     std::vector<CardProgress> progress_;
     std::vector<std::int32_t> newly_finished_;
     std::vector<std::pair<std::int64_t, std::int64_t>> freed_;
-    std::vector<std::pair<std::int64_t, std::int64_t>> free_;  // free regions, by begin
     std::vector<bool> is_eos_;  // indexed by token id
-    std::int64_t tail_ = 0;        // slots [tail_, ...) are unused
-    std::int64_t high_water_ = 0;
+    RegionPool pool_;              // the card regions after the pack's first layout
     std::int64_t next_index_ = 0;  // the step next_step() plans
     std::int32_t active_ = 0;
 };

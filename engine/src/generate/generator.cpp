@@ -362,12 +362,32 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         return slot_limit > 0 ? std::min(more, slot_limit) : more;
     };
     KvCache cache = model_.make_cache(options.joins ? roomy(plan.cache_slots) : plan.cache_slots);
+    // Windowed layers keep each region's window only, in rings that regions get as they are
+    // admitted; a region's prompt is then read a chunk at a time.
+    const ModelConfig& mc = model_.config();
+    bool windowed = false;
+    for (std::int64_t l = 0; l < mc.num_layers; ++l) windowed = windowed || mc.layer_windowed(l);
+    const bool rings = options.keep_windows && windowed && model_.device() == Device::Cpu && !options.dense_mask;
+    const std::int64_t chunk = std::max<std::int64_t>(1, options.window_chunk);
+    if (rings) {
+        cache.keep_windows(std::max(mc.sliding_window, PrefixCache::kBlockTokens) + chunk - 1);
+        if (plan.shared_length > 0) cache.map_region(0, plan.shared_length);
+    }
     PlannerOptions planner_options;
+    if (rings) planner_options.region_rows = chunk;
     if (!options.ignore_end_of_sequence) planner_options.end_of_sequence = eos;
     planner_options.prompt_rows_beside_answers = std::max<std::int64_t>(0, options.prompt_rows_beside_answers);
     planner_options.max_cache_slots = slot_limit;
     planner_options.vocab_size = vocab;
     reuse.wire(planner_options, cache);
+    // A card's region is there before anything is copied into it: the cache grows (a
+    // joining card's region may lie past it) and, with rings, the region gets its ring.
+    planner_options.on_admit = [&cache, rings, roomy, from_cache = planner_options.on_admit](
+                                   std::int32_t card, std::int64_t begin, std::int64_t end) -> std::int64_t {
+        if (end > cache.slots()) cache.grow(std::max(end, roomy(cache.slots())));
+        if (rings) cache.map_region(begin, end);
+        return from_cache ? from_cache(card, begin, end) : 0;
+    };
     Planner planner(plan, planner_options);
 
     std::vector<CardStream> streams;
@@ -447,6 +467,7 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
         const StepPlan step = planner.next_step();
         for (const auto& [begin, end] : planner.take_freed()) {
             if (options.poison_freed) cache.poison_slots(begin, end);
+            cache.unmap_region(begin, end);
         }
         if (planner.cache_slots() > cache.slots()) cache.grow(std::max(planner.cache_slots(), roomy(cache.slots())));
         event.step = step.index;
@@ -479,13 +500,16 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
                                                 stream.wants_history() ? planner.history(c) : std::vector<TokenId>{}));
             }
             planner.accept(step, samples);
+            // Rings move on: blocks go to the prefix cache as they are complete.
+            if (rings) reuse.keep_up(step, planner, cache);
         }
 
         // --- stream ---
         const double now_s = seconds_since(t_start);
         if (step.index == 0) result.prefill_s = decode_start_s = now_s;
         decode_tokens += stream_step(step, planner, streams, reuse, cache, tokenizer_, now_s, event);
-        event.kv_bytes_in_use = planner.slots_in_use() * KvCache::bytes_per_slot(model_.config(), model_.dtype());
+        event.kv_bytes_in_use = cache.bytes_in_use(planner.slots_in_use());
+        result.cache_peak_bytes = std::max(result.cache_peak_bytes, event.kv_bytes_in_use);
         event.prefix_cache_bytes = reuse.cache_bytes();
         event.shared_reused_tokens = planner_options.shared_done;
         event.step_s = seconds_since(t_step);

@@ -141,6 +141,27 @@ PrefixCacheStats PrefixCache::stats() const {
     return s;
 }
 
+namespace {
+
+// Where every layer keeps `slots`: the slots, or (windowed layers in rings) ring slots.
+class StorageIndex {
+public:
+    StorageIndex(const KvCache& cache, const std::vector<std::int64_t>& slots) : cache_(cache) {
+        const at::TensorOptions opts = at::TensorOptions().dtype(at::kLong);
+        const at::Device dev = cache.keys(0).device();
+        plain_ = at::tensor(slots, opts).to(dev);
+        for (std::int64_t l = 0; l < cache.layers() && !ringed_.defined(); ++l)
+            if (cache.ringed(l)) ringed_ = at::tensor(cache.storage_slots(l, slots), opts).to(dev);
+    }
+    const at::Tensor& operator()(std::int64_t layer) const { return cache_.ringed(layer) ? ringed_ : plain_; }
+
+private:
+    const KvCache& cache_;
+    at::Tensor plain_, ringed_;
+};
+
+}  // namespace
+
 std::int64_t PrefixCache::match(const std::vector<TokenId>& tokens, const PrefixState& state, std::int64_t limit) {
     Impl& m = *impl_;
     limit = std::min<std::int64_t>(limit, static_cast<std::int64_t>(tokens.size()));
@@ -179,14 +200,15 @@ void PrefixCache::restore(const std::vector<TokenId>& tokens, const PrefixState&
                 throw Error(ErrorCode::InvalidArgument, "prefix cache: slot " + std::to_string(slots.back()) +
                                                             " is outside the cache");
         }
-        const at::Tensor index = at::tensor(slots, at::TensorOptions().dtype(at::kLong)).to(cache.keys(0).device());
-        const at::Tensor part = b->kv.narrow(3, lo - i * kBlockTokens, hi - lo);  // [layers, 2, KVH, n, D]
-        for (std::int64_t l = 0; l < m.layers; ++l) {
-            cache.keys(l).index_copy_(1, index, part[l][0]);
-            cache.values(l).index_copy_(1, index, part[l][1]);
-        }
+        // Positions in order: a windowed layer's ring ends up with the last ones.
         for (std::size_t j = 0; j < slots.size(); ++j)
             cache.set_slot_position(slots[j], lo + static_cast<std::int64_t>(j));
+        const StorageIndex index(cache, slots);
+        const at::Tensor part = b->kv.narrow(3, lo - i * kBlockTokens, hi - lo);  // [layers, 2, KVH, n, D]
+        for (std::int64_t l = 0; l < m.layers; ++l) {
+            cache.keys(l).index_copy_(1, index(l), part[l][0]);
+            cache.values(l).index_copy_(1, index(l), part[l][1]);
+        }
         m.reused += hi - lo;
     }
 }
@@ -206,10 +228,13 @@ void PrefixCache::store(const std::vector<TokenId>& tokens, std::int64_t valid, 
         }
         std::vector<std::int64_t> slots;
         for (std::int64_t p = i * kBlockTokens; p < (i + 1) * kBlockTokens; ++p) slots.push_back(layout.slot(p));
-        const at::Tensor index = at::tensor(slots, at::TensorOptions().dtype(at::kLong)).to(cache.keys(0).device());
+        // A windowed layer's ring may have moved past the block: then neither it nor any
+        // block after it (they follow from it) can be stored.
+        if (!std::all_of(slots.begin(), slots.end(), [&cache](std::int64_t s) { return cache.holds(s); })) break;
+        const StorageIndex index(cache, slots);
         std::vector<at::Tensor> layers;
         for (std::int64_t l = 0; l < m.layers; ++l)
-            layers.push_back(at::stack({cache.keys(l).index_select(1, index), cache.values(l).index_select(1, index)}));
+            layers.push_back(at::stack({cache.keys(l).index_select(1, index(l)), cache.values(l).index_select(1, index(l))}));
         Impl::Block b;
         b.prefix.assign(tokens.begin(), tokens.begin() + (i + 1) * kBlockTokens);
         b.state = state;

@@ -38,7 +38,7 @@ void PromptReuse::wire(PlannerOptions& options, KvCache& kv) {
     const std::int64_t found = cache_->match(shared_, shared_state_, shared_length_);
     cache_->restore(shared_, shared_state_, 0, found, kv, {shared_length_, 0});
     options.shared_done = found;
-    options.on_admit = [this, &kv](std::int32_t card, std::int64_t region_begin) -> std::int64_t {
+    options.on_admit = [this, &kv](std::int32_t card, std::int64_t region_begin, std::int64_t) -> std::int64_t {
         const Card& k = cards_[static_cast<std::size_t>(card)];
         const std::int64_t own_start = k.shares ? shared_length_ : 0;
         // Its last prompt token is always computed: its logits are the first answer's.
@@ -62,6 +62,31 @@ void PromptReuse::store(std::int32_t c, const Planner& planner, const KvCache& k
     const std::int64_t valid = p.prompt_done > 0 || !k.shares ? static_cast<std::int64_t>(tokens.size())
                                                               : std::min(planner.shared_done(), own_start);
     cache_->store(tokens, valid, k.state, kv, {own_start, begin});
+}
+
+void PromptReuse::keep_up(const StepPlan& step, const Planner& planner, const KvCache& kv) {
+    if (!cache_) return;
+    constexpr std::int64_t block = PrefixCache::kBlockTokens;
+    std::int32_t last = PackPlan::kSharedSegment - 1;  // rows come grouped by card
+    for (const StepRow& r : step.rows) {
+        if (r.card == last) continue;
+        last = r.card;
+        if (r.card == PackPlan::kSharedSegment) {
+            if (planner.shared_done() / block > shared_blocks_stored_) {
+                cache_->store(shared_, planner.shared_done(), shared_state_, kv, {shared_length_, 0});
+                shared_blocks_stored_ = planner.shared_done() / block;
+            }
+            continue;
+        }
+        Card& k = cards_[static_cast<std::size_t>(r.card)];
+        const CardProgress& p = planner.card(r.card);
+        const std::int64_t own_start = k.shares ? shared_length_ : 0;
+        const std::int64_t computed = own_start + p.prompt_done + p.answer_fed;
+        if (computed / block > k.blocks_stored && p.finish != FinishReason::NonFinite) {
+            store(r.card, planner, kv);
+            k.blocks_stored = computed / block;
+        }
+    }
 }
 
 }  // namespace kev

@@ -39,6 +39,11 @@ public:
     // before its region is freed.
     void store(std::int32_t c, const Planner& planner, const KvCache& kv);
 
+    // After each step, where windowed layers keep only rings (KvCache::keep_windows): the
+    // blocks the step completed (the shared context's, each card's) are stored now, while
+    // the rings still hold them; at the end they would be gone.
+    void keep_up(const StepPlan& step, const Planner& planner, const KvCache& kv);
+
     std::int64_t cache_bytes() const { return cache_ ? cache_->stats().bytes : 0; }
 
 private:
@@ -46,6 +51,7 @@ private:
         std::vector<TokenId> tokens;  // from position 0
         bool shares = false;
         PrefixState state;
+        std::int64_t blocks_stored = 0;  // keep_up: whole blocks stored so far
     };
     PrefixState state_of(const LoraUse& u) const;
 
@@ -54,6 +60,7 @@ private:
     std::int64_t shared_length_ = 0;
     std::vector<TokenId> shared_;
     PrefixState shared_state_;
+    std::int64_t shared_blocks_stored_ = 0;
     std::vector<Card> cards_;
 };
 

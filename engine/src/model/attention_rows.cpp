@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -34,12 +36,38 @@ inline float tree8(const float* l) {
     return (a + c) + (b + d);
 }
 
-// The rows' slots: j in [0, L) -> the shared context's [shared_begin, shared_begin +
-// shared_n), then the row's own region from `begin`.
+// The rows' slots: j in [0, L) -> the shared context's shared_n slots, then the row's
+// own. Each part is contiguous in the slot space and, where the cache keeps windowed layers
+// in rings (kv_cache.h), wraps at most once in its ring: part slot k is base + k, less the
+// ring's size once k passes it.
 struct Slots {
-    std::int64_t shared_begin, shared_n, begin;
-    std::int64_t operator()(std::int64_t j) const { return j < shared_n ? shared_begin + j : begin + (j - shared_n); }
+    std::int64_t shared_n;
+    std::int64_t shared_base, shared_start, shared_size;
+    std::int64_t own_base, own_start, own_size;
+    std::int64_t operator()(std::int64_t j) const {
+        if (j < shared_n) {
+            const std::int64_t k = shared_start + j;
+            return shared_base + (k < shared_size ? k : k - shared_size);
+        }
+        const std::int64_t k = own_start + (j - shared_n);
+        return own_base + (k < own_size ? k : k - own_size);
+    }
 };
+
+constexpr std::int64_t kNoRing = std::numeric_limits<std::int64_t>::max();
+
+// Where the part [first, end) of a read lives: in its ring (the rows' writes came in order,
+// so the ring must still hold `first`), or in place.
+void place(const KvCache::Ring* ring, std::int64_t first, std::int64_t end, std::int64_t& base, std::int64_t& start,
+           std::int64_t& size) {
+    if (!ring || first >= end) {
+        base = first, start = 0, size = kNoRing;
+        return;
+    }
+    if (!ring->holds(first) || end > ring->end)
+        throw Error(ErrorCode::InvalidArgument, "attention: slot " + std::to_string(first) + " is no longer in its window ring");
+    base = ring->base, start = (first - ring->begin) % ring->size, size = ring->size;
+}
 
 // A score as the model family wants it: scaled, then soft-capped (Gemma 2).
 inline float shaped(float dot, float scale, float softcap) {
@@ -178,7 +206,12 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
             shared_begin = std::partition_point(sp, sp + rd.shared_end, outside) - sp;
             begin = std::partition_point(sp + rd.begin, sp + rd.end, outside) - sp;
         }
-        row_slots[static_cast<std::size_t>(r)] = Slots{shared_begin, rd.shared_end - shared_begin, begin};
+        Slots& sl = row_slots[static_cast<std::size_t>(r)];
+        sl.shared_n = rd.shared_end - shared_begin;
+        const KvCache* rings = options.rings;
+        place(rings && sl.shared_n > 0 ? rings->ring_of(shared_begin) : nullptr, shared_begin, rd.shared_end,
+              sl.shared_base, sl.shared_start, sl.shared_size);
+        place(rings ? rings->ring_of(begin) : nullptr, begin, rd.end, sl.own_base, sl.own_start, sl.own_size);
         row_len[static_cast<std::size_t>(r)] = (rd.shared_end - shared_begin) + (rd.end - begin);
     }
     const bool avx2 = use_avx2(D);

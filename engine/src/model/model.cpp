@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -163,6 +164,40 @@ Model::Model(ModelConfig config, ModelWeights weights, Device device, DType dtyp
     }
 }
 
+namespace {
+
+// A cache that keeps windowed layers in rings (kv_cache.h) takes only the batches that
+// cannot lose what they read: read by spans on the CPU, every row's region (and the shared
+// context it reads) mapped, and a wrapping ring written in order, no more rows at once than
+// leave the window its first row reads. Throws InvalidArgument (nothing written yet).
+void check_ring_writes(const ForwardBatch& b, const KvCache& cache, std::int64_t window, bool cpu) {
+    if (b.reads.empty() || !cpu) bad_batch("a cache keeping only the windows is read by spans on the CPU");
+    std::map<const KvCache::Ring*, std::vector<std::int64_t>> written;  // ring -> offsets this batch writes
+    for (std::size_t r = 0; r < b.slots.size(); ++r) {
+        const std::string row = "row " + std::to_string(r) + ": ";
+        const ForwardBatch::RowRead& rd = b.reads[r];
+        const KvCache::Ring* own = cache.ring_of(b.slots[r]);
+        if (!own || cache.ring_of(rd.begin) != own || rd.end > own->end)
+            bad_batch(row + "its slots are not one region with a window ring");
+        if (rd.shared_end > 0 && (!cache.ring_of(0) || cache.ring_of(0)->end < rd.shared_end))
+            bad_batch(row + "the shared context it reads has no window ring");
+        written[own].push_back(b.slots[r] - own->begin);
+    }
+    for (auto& [ring, offsets] : written) {
+        if (!ring->wraps()) continue;
+        std::sort(offsets.begin(), offsets.end());
+        const auto n = static_cast<std::int64_t>(offsets.size());
+        if (offsets.front() != ring->last + 1 || offsets.back() != ring->last + n)
+            bad_batch("region " + std::to_string(ring->begin) + ": a window ring is written in order, from offset " +
+                      std::to_string(ring->last + 1));
+        if (n > ring->size - window + 1)
+            bad_batch("region " + std::to_string(ring->begin) + ": " + std::to_string(n) + " rows at once overrun its ring of " +
+                      std::to_string(ring->size) + " slots for a window of " + std::to_string(window));
+    }
+}
+
+}  // namespace
+
 KvCache Model::make_cache(std::int64_t slots) const { return KvCache(config_, slots, device_, dtype_); }
 
 at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
@@ -215,6 +250,9 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
             if (!(v >= 0.0f && v <= kMaxLoraScale)) bad_batch("a LoRA scale is outside [0, 2]");
     }
 
+    const bool rings = cache.keeps_windows();
+    if (rings) check_ring_writes(b, cache, c.sliding_window, device_ == Device::Cpu);
+
     // The batch is good: its rows' positions go with their slots (windows read them).
     for (std::int64_t r = 0; r < S; ++r) cache.set_slot_position(b.slots[r], b.positions[r]);
 
@@ -226,6 +264,10 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
 
     const at::Tensor tokens = from_vector(b.tokens, dev);    // [S]
     const at::Tensor slots = from_vector(b.slots, dev);      // [S]
+    // Where ringed layers keep the rows (the same slots when the cache keeps no rings).
+    at::Tensor ring_slots;
+    for (std::int64_t l = 0; rings && l < c.num_layers && !ring_slots.defined(); ++l)
+        if (cache.ringed(l)) ring_slots = from_vector(cache.storage_slots(l, b.slots), dev);
     const at::Tensor positions = from_vector(b.positions, dev);
     // Dense path: one mask over slots [0, K) for every row.
     // Run path (prefill with `reads`): rows that continue one another (consecutive
@@ -379,11 +421,13 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
 
         at::Tensor& cache_k = cache.keys(l);  // [KVH, slots, D]
         at::Tensor& cache_v = cache.values(l);
-        cache_k.index_copy_(1, slots, k.transpose(0, 1));
-        cache_v.index_copy_(1, slots, v.transpose(0, 1));
+        const bool ringed = cache.ringed(l);
+        cache_k.index_copy_(1, ringed ? ring_slots : slots, k.transpose(0, 1));
+        cache_v.index_copy_(1, ringed ? ring_slots : slots, v.transpose(0, 1));
         at::Tensor a;
         if (rows_kernel) {
             row_attention.window = windowed ? c.sliding_window : 0;
+            row_attention.rings = ringed ? &cache : nullptr;
             a = attend_rows(q, cache_k, cache_v, b.reads, row_attention);  // [S, qs]
         } else if (by_runs) {
             std::vector<at::Tensor> parts;

@@ -103,6 +103,9 @@ struct RowAttention {
     std::int64_t window = 0;
     const std::int64_t* row_positions = nullptr;   // [S], with a window
     const std::int64_t* slot_positions = nullptr;  // [slots], with a window
+    // With a window: the cache when it keeps this layer in rings (keys and values are then
+    // its ring storage, read where KvCache::Ring puts each slot).
+    const KvCache* rings = nullptr;
 };
 at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                        const std::vector<ForwardBatch::RowRead>& reads, const RowAttention& options = {});

@@ -66,7 +66,7 @@ Planner::Planner(const PackPlan& pack, PlannerOptions options)
     }
     progress_.resize(layout_.size());
     active_ = static_cast<std::int32_t>(layout_.size());
-    tail_ = high_water_ = pack.cache_slots;
+    pool_ = RegionPool(pack.cache_slots);
     if (options_.shared_done < 0 || options_.shared_done > shared_length_)
         invalid("planner: shared_done " + std::to_string(options_.shared_done) + " is outside the shared context");
     shared_done_ = options_.shared_done;
@@ -118,7 +118,7 @@ void Planner::admitted(std::int32_t card) {
     if (!options_.on_admit) return;
     const Layout& l = layout_[static_cast<std::size_t>(card)];
     CardProgress& p = progress_[static_cast<std::size_t>(card)];
-    const std::int64_t found = options_.on_admit(card, l.slot_begin);
+    const std::int64_t found = options_.on_admit(card, l.slot_begin, l.slot_end);
     p.reused = p.prompt_done = std::clamp<std::int64_t>(found, 0, static_cast<std::int64_t>(l.prompt.size()) - 1);
 }
 
@@ -159,36 +159,22 @@ void Planner::finish(std::int32_t card, FinishReason reason) {
 }
 
 std::int64_t Planner::allocate(std::int64_t size) {
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-        if (it->second - it->first < size) continue;
-        const std::int64_t begin = it->first;
-        if (it->second - it->first == size) free_.erase(it);
-        else it->first += size;
-        return begin;
+    const std::int64_t begin = pool_.allocate(size, options_.max_cache_slots);
+    if (begin < 0) return begin;
+    // Slots freed by this step and given to a card at once are that card's (a prefix cache
+    // may have copied its prompt there already): no longer reported as freed.
+    std::vector<std::pair<std::int64_t, std::int64_t>> still_free;
+    for (const auto& [b, e] : freed_) {
+        if (b < begin) still_free.emplace_back(b, std::min(e, begin));
+        if (e > begin + size) still_free.emplace_back(std::max(b, begin + size), e);
     }
-    if (options_.max_cache_slots > 0 && tail_ + size > options_.max_cache_slots) return -1;
-    const std::int64_t begin = tail_;
-    tail_ += size;
-    high_water_ = std::max(high_water_, tail_);
+    freed_ = std::move(still_free);
     return begin;
 }
 
 void Planner::release(std::int64_t begin, std::int64_t end) {
     freed_.emplace_back(begin, end);
-    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(begin, end));
-    it = free_.insert(it, {begin, end});
-    if (it + 1 != free_.end() && it->second == (it + 1)->first) {  // join the next
-        it->second = (it + 1)->second;
-        free_.erase(it + 1);
-    }
-    if (it != free_.begin() && (it - 1)->second == it->first) {  // join the previous
-        (it - 1)->second = it->second;
-        it = free_.erase(it) - 1;
-    }
-    if (it->second == tail_) {  // the end of the cache: give it back to the tail
-        tail_ = it->first;
-        free_.erase(it);
-    }
+    pool_.release(begin, end);
 }
 
 StepPlan Planner::next_step() {
@@ -232,7 +218,9 @@ StepPlan Planner::next_step() {
     };
     // The shared context first: cards that share it read it once it is whole (in this
     // step's rows or before).
-    const std::int64_t shared_chunk = std::min(shared_length_ - shared_done_, budget);
+    const std::int64_t region_rows =
+        options_.region_rows > 0 ? options_.region_rows : std::numeric_limits<std::int64_t>::max();
+    const std::int64_t shared_chunk = std::min({shared_length_ - shared_done_, budget, region_rows});
     for (std::int64_t t = shared_done_; t < shared_done_ + shared_chunk; ++t)
         add_row(PackPlan::kSharedSegment, shared_tokens_[static_cast<std::size_t>(t)], t, t, {0, 0, t + 1}, true);
     budget -= shared_chunk;
@@ -250,7 +238,7 @@ StepPlan Planner::next_step() {
             add_row(c, p.generated.back(), l.shared + prompt + g, slot, {l.shared, l.slot_begin, slot + 1}, false);
             ++answer_rows;
         } else if (p.phase == CardPhase::Prompt && budget > 0 && (l.shared == 0 || shared_ready)) {
-            const std::int64_t n = std::min(prompt - p.prompt_done, budget);
+            const std::int64_t n = std::min({prompt - p.prompt_done, budget, region_rows});
             for (std::int64_t t = p.prompt_done; t < p.prompt_done + n; ++t) {
                 const std::int64_t slot = l.slot_begin + t;
                 add_row(c, l.prompt[static_cast<std::size_t>(t)], l.shared + t, slot, {l.shared, l.slot_begin, slot + 1},
