@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -14,7 +15,9 @@
 #include "kev/config.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
+#include "kev/generator.h"
 #include "kev/gguf.h"
+#include "kev/prefix_cache.h"
 #include "kev/safetensors.h"
 #include "kev/weights.h"
 
@@ -86,6 +89,9 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
     for (const auto& [t, n] : tensor_types) types[t] = n;
     std::int64_t windowed = 0;
     for (std::int64_t l = 0; l < c.num_layers; ++l) windowed += c.layer_windowed(l);
+    // Positions a windowed layer keeps per card (and for the shared context) on the CPU.
+    const std::int64_t window_kept =
+        windowed > 0 ? std::max(c.sliding_window, kev::PrefixCache::kBlockTokens) + kev::RunOptions{}.window_chunk - 1 : 0;
     nlohmann::json j = {{"path", path},
                         {"container", container},
                         {"bytes_on_disk", disk},
@@ -103,6 +109,7 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
                         {"rope_scaling", kev::to_string(c.rope_scaling.kind)},
                         {"sliding_window", c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr)},
                         {"windowed_layers", windowed},
+                        {"window_kept_per_card", window_kept > 0 ? nlohmann::json(window_kept) : nlohmann::json(nullptr)},
                         {"attn_logit_softcapping", c.attn_softcap > 0 ? nlohmann::json(c.attn_softcap) : nlohmann::json(nullptr)},
                         {"final_logit_softcapping", c.final_softcap > 0 ? nlohmann::json(c.final_softcap) : nlohmann::json(nullptr)},
                         {"features", c.describe_features()},
@@ -136,9 +143,10 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
     std::printf("context      %lld tokens (RoPE theta %g, scaling %s)\n", static_cast<long long>(c.max_positions), c.rope_theta,
                 kev::to_string(c.rope_scaling.kind));
     if (c.sliding_window > 0)
-        std::printf("window       sliding window of %lld tokens on %lld of %lld layers (counted within each card)\n",
+        std::printf("window       sliding window of %lld tokens on %lld of %lld layers (counted within each card; on the "
+                    "CPU those layers keep the last %lld positions of each card)\n",
                     static_cast<long long>(c.sliding_window), static_cast<long long>(windowed),
-                    static_cast<long long>(c.num_layers));
+                    static_cast<long long>(c.num_layers), static_cast<long long>(window_kept));
     std::printf("family       %s\n", c.describe_features().c_str());
     std::printf("vocabulary   %lld rows, %d tokenizer tokens%s\n", static_cast<long long>(c.vocab_size), vocab,
                 c.tie_word_embeddings ? ", output head tied to the embedding" : "");

@@ -6,6 +6,7 @@
 #include <QProcess>
 #include <QtTest>
 
+#include <algorithm>
 #include <csignal>
 
 #include "kev/chat_template.h"
@@ -249,6 +250,8 @@ private Q_SLOTS:
         const QJsonObject o = json(info);
         QCOMPARE(o["architecture"].toString(), preset.mid(5));
         QVERIFY2(o["features"].toString().contains(features), qPrintable(o["features"].toString()));
+        // Its windowed layers keep the window, a 128-row prompt chunk and no more per card.
+        QCOMPARE(o["window_kept_per_card"].toInt(), std::max(16, o["sliding_window"].toInt()) + 127);
         QStringList args = {"--json", "--verify-isolation", "--model", dir, "--precision", precision,
                             "--max-new-tokens", "12", "--temperature", "0.9", "--seed", "5", "--shared-context",
                             "Kev answers several questions in one packed forward pass; each card is isolated."};

@@ -3,6 +3,7 @@
 // Benchmarks print a JSON report on stdout (and may write Markdown next to it).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ std::vector<long long> parse_list(const std::string& s);
 
 // Engine build facts every report starts with.
 nlohmann::json engine_header();
+// A report's first fields: "engine" (engine_header) and "command" (how it was made).
+nlohmann::json report_start(const char* bench, const Args& args);
+
+// "--key value" pairs into the options named (ints by std::stoi). False, after saying
+// which, for an unknown key or a key without its value.
+bool read_options(const char* bench, const Args& args, const std::map<std::string, std::string*>& strings,
+                  const std::map<std::string, int*>& ints);
 
 // Best-of-`reps` memory-read bandwidth in GB/s over a buffer of `bytes` (much larger
 // than the caches), the denominator of the decode roofline.

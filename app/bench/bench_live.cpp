@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_cards.h"
 #include "kev/generator.h"
 #include "kev/model.h"
 #include "kev/prefix_cache.h"
@@ -33,25 +34,6 @@
 namespace kevbench {
 
 namespace {
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-std::vector<kev::TokenId> random_tokens(std::mt19937& rng, int vocab, int n) {
-    std::uniform_int_distribution<int> tok(3, vocab - 1);
-    std::vector<kev::TokenId> v(static_cast<std::size_t>(n));
-    for (auto& t : v) t = tok(rng);
-    return v;
-}
-
-kev::SamplingSettings greedy(int max_new) {
-    kev::SamplingSettings s;
-    s.temperature = 0.0f;
-    s.max_new_tokens = max_new;
-    return s;
-}
 
 kev::GenerationResult run(const kev::Model& model, const std::vector<kev::TokenCard>& cards,
                           const std::vector<kev::TokenId>& shared, kev::RunOptions options) {
@@ -66,25 +48,11 @@ int run_live(const Args& args) {
     std::string model_path, out_prefix, precision = "fp32";
     int cards = 8, context = 1000, prompt = 64, gen = 32, join_prompt = 256, conversation = 500, reps = 3;
     int chunk = 0;  // --chunk: prompt rows beside answering cards (0: the engine's default)
-    for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
-        const std::string& k = args[i];
-        const std::string& v = args[i + 1];
-        if (k == "--model") model_path = v;
-        else if (k == "--precision") precision = v;
-        else if (k == "--cards") cards = std::stoi(v);
-        else if (k == "--context") context = std::stoi(v);
-        else if (k == "--prompt") prompt = std::stoi(v);
-        else if (k == "--gen") gen = std::stoi(v);
-        else if (k == "--join-prompt") join_prompt = std::stoi(v);
-        else if (k == "--conversation") conversation = std::stoi(v);
-        else if (k == "--reps") reps = std::stoi(v);
-        else if (k == "--chunk") chunk = std::stoi(v);
-        else if (k == "--out") out_prefix = v;
-        else {
-            std::fprintf(stderr, "kev-bench live: unknown option %s\n", k.c_str());
-            return 2;
-        }
-    }
+    if (!read_options("live", args, {{"--model", &model_path}, {"--precision", &precision}, {"--out", &out_prefix}},
+                      {{"--cards", &cards}, {"--context", &context}, {"--prompt", &prompt}, {"--gen", &gen},
+                       {"--join-prompt", &join_prompt}, {"--conversation", &conversation}, {"--reps", &reps},
+                       {"--chunk", &chunk}}))
+        return 2;
     if (model_path.empty() || cards < 1 || reps < 1 || prompt < 2 || gen < 8 || conversation < 32) {
         std::fprintf(stderr, "kev-bench live: --model PATH is required (and --cards, --reps >= 1, --prompt >= 2, "
                              "--gen >= 8, --conversation >= 32)\n");
@@ -96,11 +64,7 @@ int run_live(const Args& args) {
     const int vocab = static_cast<int>(model->config().vocab_size);
     std::mt19937 rng(1234);
 
-    nlohmann::json report;
-    report["engine"] = engine_header();
-    std::string cmd = "kev-bench live";
-    for (const auto& a : args) cmd += " " + a;
-    report["command"] = cmd;
+    nlohmann::json report = report_start("live", args);
     report["model"] = model_path;
     report["precision"] = precision;
     report["repetitions"] = reps;
@@ -108,8 +72,7 @@ int run_live(const Args& args) {
 
     // --- edit: re-run a board after editing one card -----------------------------------
     const auto shared = random_tokens(rng, vocab, context);
-    std::vector<kev::TokenCard> board;
-    for (int c = 0; c < cards; ++c) board.push_back({random_tokens(rng, vocab, prompt), greedy(gen)});
+    const std::vector<kev::TokenCard> board = random_board(rng, vocab, cards, prompt, gen);
     auto edited = board;
     edited[0].prompt.back() = (edited[0].prompt.back() + 1) % vocab;
     std::vector<double> edit_cached, edit_fresh, board_first;

@@ -49,6 +49,33 @@ nlohmann::json engine_header() {
              }()}};
 }
 
+nlohmann::json report_start(const char* bench, const Args& args) {
+    nlohmann::json report;
+    report["engine"] = engine_header();
+    std::string cmd = std::string("kev-bench ") + bench;
+    for (const auto& a : args) cmd += " " + a;
+    report["command"] = cmd;
+    return report;
+}
+
+bool read_options(const char* bench, const Args& args, const std::map<std::string, std::string*>& strings,
+                  const std::map<std::string, int*>& ints) {
+    for (std::size_t i = 0; i < args.size(); i += 2) {
+        const std::string& k = args[i];
+        if (i + 1 == args.size()) {
+            std::fprintf(stderr, "kev-bench %s: %s needs a value\n", bench, k.c_str());
+            return false;
+        }
+        if (const auto s = strings.find(k); s != strings.end()) *s->second = args[i + 1];
+        else if (const auto n = ints.find(k); n != ints.end()) *n->second = std::stoi(args[i + 1]);
+        else {
+            std::fprintf(stderr, "kev-bench %s: unknown option %s\n", bench, k.c_str());
+            return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace kevbench
 
 static void usage(std::FILE* out) {

@@ -24,6 +24,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "bench.h"
+#include "bench_cards.h"
 #include "kev/cuda_attention.h"
 #include "kev/engine_info.h"
 #include "kev/generator.h"
@@ -51,11 +52,6 @@ std::vector<int> parse_list(const std::string& s) {
     std::string item;
     while (std::getline(ss, item, ',')) v.push_back(std::stoi(item));
     return v;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 struct Sample {
@@ -167,11 +163,8 @@ int run_pack(const Args& args) {
         static_cast<double>(mw.bytes() - (head_is_embed ? 0 : static_cast<std::int64_t>(mw.embed.nbytes())));
     const double roofline_ms = weight_bytes / (bandwidth * 1e9) * 1e3;
 
-    nlohmann::json report;
-    report["engine"] = engine_header();
-    std::string cmd = "kev-bench pack";
-    for (const auto& a : args) cmd += " " + a;
-    report["command"] = cmd;
+    nlohmann::json report = report_start("pack", args);
+    const std::string cmd = report["command"];
     report["model"] = model_path;
     report["precision"] = precision;
     report["device"] = device;
@@ -207,16 +200,7 @@ int run_pack(const Args& args) {
     }
     for (int n : ns) {
         std::mt19937 rng(1234u + static_cast<unsigned>(n));
-        std::uniform_int_distribution<int> tok(3, std::min(vocab, 32000) - 1);
-        std::vector<kev::TokenCard> cards;
-        for (int c = 0; c < n; ++c) {
-            kev::TokenCard card;
-            card.prompt.resize(static_cast<std::size_t>(prompt_len));
-            for (auto& t : card.prompt) t = tok(rng);
-            card.sampling.temperature = 0.0f;
-            card.sampling.max_new_tokens = gen_len;
-            cards.push_back(std::move(card));
-        }
+        const std::vector<kev::TokenCard> cards = random_board(rng, std::min(vocab, 32000), n, prompt_len, gen_len);
         kev::reset_cuda_peak_memory();
         std::vector<double> packed_wall, seq_wall, packed_ttft, packed_prefill_tps, packed_decode_tps, step_ms,
             seq_decode_tps;

@@ -22,6 +22,8 @@ Presets:
                  vocab 151936, tied), bf16 on disk: for benchmarks, not CI.
   qwen2.5-7b     Qwen2.5-7B shapes (hidden 3584, 28 layers, 28/4 heads, inter 18944,
                  vocab 152064, untied), bf16, 15 GB: the GPU check (--device cuda).
+  gemma3-270m    Gemma 3 270M shapes (hidden 640, 18 layers, 4/1 heads of 256, inter 2048,
+                 vocab 262144, 15 of 18 layers windowed (512)), bf16: kev-bench window.
   smollm2-135m   SmolLM2-135M shapes (Llama, hidden 576, 30 layers, 9/3 heads, inter
                  1536, vocab 49152, tied), bf16: the built-in model's shapes.
 
@@ -96,6 +98,16 @@ PRESETS = {
                        rms_norm_eps=1e-6, tie_word_embeddings=False, hidden_act="silu",
                        use_sliding_window=False, bos_token_id=151643, eos_token_id=151645,
                        rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+    "gemma3-270m": dict(model_type="gemma3_text", architectures=["Gemma3ForCausalLM"], hidden_size=640,
+                        num_hidden_layers=18, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+                        intermediate_size=2048, vocab_size=262144, max_position_embeddings=32768,
+                        rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh",
+                        query_pre_attn_scalar=256, sliding_window=512, attn_logit_softcapping=None,
+                        final_logit_softcapping=None, pad_token_id=0, attention_bias=False,
+                        use_bidirectional_attention=False, bos_token_id=2, eos_token_id=1,
+                        layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 3,
+                        rope_parameters={"sliding_attention": dict(rope_type="default", rope_theta=10000.0),
+                                         "full_attention": dict(rope_type="default", rope_theta=1000000.0)}),
     "smollm2-135m": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=576,
                          num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                          intermediate_size=1536, vocab_size=49152, max_position_embeddings=8192,
