@@ -367,10 +367,13 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
     const ModelConfig& mc = model_.config();
     bool windowed = false;
     for (std::int64_t l = 0; l < mc.num_layers; ++l) windowed = windowed || mc.layer_windowed(l);
-    const bool rings = options.keep_windows && windowed && model_.device() == Device::Cpu && !options.dense_mask;
     const std::int64_t chunk = std::max<std::int64_t>(1, options.window_chunk);
+    const std::int64_t ring = std::max(mc.sliding_window, PrefixCache::kBlockTokens) + chunk - 1;
+    // Not where no card can outgrow its ring (a window as long as the context).
+    const bool rings = options.keep_windows && windowed && model_.device() == Device::Cpu && !options.dense_mask &&
+                       mc.max_positions > ring;
     if (rings) {
-        cache.keep_windows(std::max(mc.sliding_window, PrefixCache::kBlockTokens) + chunk - 1);
+        cache.keep_windows(ring);
         if (plan.shared_length > 0) cache.map_region(0, plan.shared_length);
     }
     PlannerOptions planner_options;
