@@ -981,20 +981,30 @@ private Q_SLOTS:
             b.kv_len = base + start + n;
             return b;
         };
-        kev::KvCache whole = m->make_cache(100), ringed = m->make_cache(100);
-        ringed.keep_windows(W + 6);  // chunks of up to 7 rows
-        ringed.map_region(10, 100);
-        QCOMPARE(ringed.ring_of(50)->size, W + 6);
-        QCOMPARE(ringed.bytes() * 100, whole.bytes() * (W + 6));  // every layer is windowed
-        std::vector<at::Tensor> a, b;
-        for (std::int64_t start = 0, n = 1; start < 90; start += n, n = n % 7 + 1) {
-            n = std::min<std::int64_t>(n, 90 - start);
-            a.push_back(m->forward(batch(10, start, n), whole));
-            b.push_back(m->forward(batch(10, start, n), ringed));
+        // The attention row kernel's scalar twin and its AVX2 form (what avx512 runs too).
+        for (kev::Isa isa : {kev::Isa::Scalar, kev::Isa::Avx2}) {
+            if (!kev::isa_supported(isa)) {
+                qWarning("NOT RUN: the %s attention rows (this CPU lacks them)", kev::to_string(isa));
+                continue;
+            }
+            kev::set_isa_limit(isa);
+            kev::KvCache whole = m->make_cache(100), ringed = m->make_cache(100);
+            ringed.keep_windows(W + 6);  // chunks of up to 7 rows
+            ringed.map_region(10, 100);
+            QCOMPARE(ringed.ring_of(50)->size, W + 6);
+            QCOMPARE(ringed.bytes() * 100, whole.bytes() * (W + 6));  // every layer is windowed
+            std::vector<at::Tensor> a, b;
+            for (std::int64_t start = 0, n = 1; start < 90; start += n, n = n % 7 + 1) {
+                n = std::min<std::int64_t>(n, 90 - start);
+                a.push_back(m->forward(batch(10, start, n), whole));
+                b.push_back(m->forward(batch(10, start, n), ringed));
+            }
+            QVERIFY2(at::equal(at::cat(a, 0), at::cat(b, 0)),
+                     qPrintable(QString("%1: rings do not give the whole cache's bits").arg(kev::to_string(isa))));
+            QVERIFY(ringed.holds(10 + 89) && ringed.holds(10 + 90 - W - 6) && !ringed.holds(10 + 89 - W - 6));
+            QVERIFY(!ringed.holds(5));  // no region there
         }
-        QVERIFY2(at::equal(at::cat(a, 0), at::cat(b, 0)), "rings do not give the whole cache's bits");
-        QVERIFY(ringed.holds(10 + 89) && ringed.holds(10 + 90 - W - 6) && !ringed.holds(10 + 89 - W - 6));
-        QVERIFY(!ringed.holds(5));  // no region there
+        kev::set_isa_limit(kev::cpu_isa());
 
         // Refused: out of order, more rows than the ring leaves the window, an unmapped
         // slot, a dense mask; moving or clearing slots.
