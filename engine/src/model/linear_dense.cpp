@@ -246,9 +246,14 @@ KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_
 template <W T, bool k512, int MR>
 void row_tiles(const float* x, std::int64_t I, const void* w, std::int64_t m0, std::int64_t ob, std::int64_t oe,
                const Store& st) {
-    // One activation row streams two weight rows at a time on AVX2 (kev-bench linear:
-    // bf16 at one row 1.9x the four-row tile it had, with the even/odd lanes).
-    constexpr int NR = k512 ? 4 : 2;
+    // One or two activation rows (decode) read one weight row at a time: one sequential
+    // stream per thread, which the hardware prefetcher follows. A decode step streams its
+    // weights from memory, where two or four interleaved rows are slower (kev-bench pack,
+    // the 0.5B model, Zen 4, 2 threads, alternating: bf16 on AVX2, one card, 31-41 ms a
+    // step against 44-47 for two rows; fp32 on AVX-512, 56-76 against 84-90 for four, two
+    // cards 67-78 against 83-84). Wider tiles serve more rows, where the weights are reused
+    // from cache. NR changes only which outputs share a pass, never an output's bits.
+    constexpr int NR = MR <= 2 ? 1 : k512 ? 4 : 2;
     std::int64_t o = ob;
     for (; o + NR <= oe; o += NR) {
         if constexpr (k512) tile512<T, MR, NR>(x, I, w, m0, o, st);
