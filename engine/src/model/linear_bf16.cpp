@@ -45,8 +45,11 @@ struct Bf16Out {
 // 47 ms for NR = 2 with a 512-byte prefetch per row, and 33 ms for reading the bytes
 // alone. In the model (kev-bench pack, alternating): one card 31.6-36.0 ms a step against
 // 50.0-58.0, two cards 36.5-41.5 against 52.1-52.6.
+// (avx2 and fma in the target so that lane_sums512, declared with them, is inlined: GCC
+// does not count them in avx512f, and the out-of-line call through the PLT took 4-5% of a
+// one-card decode step.)
 template <int MB, int NR, bool kPrefetch = true>
-__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,avx2,fma"))) void gemv_rows(
     const std::uint16_t* x, std::int64_t ldx, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
     Bf16Out y, std::int64_t ldy, std::int64_t o_begin, std::int64_t o_end) {
     std::int64_t o = o_begin;
