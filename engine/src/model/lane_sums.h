@@ -20,12 +20,21 @@
 
 namespace kev {
 
-// How far ahead of its loads a fixed-order kernel prefetches a weight row, in bytes (the
-// vdpbf16ps and AVX-512 FMA kernels share it; the AVX2 tiles prefetch along one cursor,
-// kStreamPrefetchBytes in linear_dense.cpp). Measured on a 272 MB matrix (the 0.5B model's head),
-// 2 threads, one activation row, vdpbf16ps: 15.9 GB/s without, 20.2 with 512 bytes (the
-// probe read 21 GB/s); 256 and 1024 do less.
+// How far ahead of its loads the AVX-512 FMA tiles prefetch a weight row, in bytes (the
+// others prefetch along one cursor, kStreamPrefetchBytes, or not at all). Measured on a
+// 272 MB matrix (the 0.5B model's head), 2 threads, one activation row, vdpbf16ps when
+// it read two rows at a time: 15.9 GB/s without, 20.2 with 512 bytes (the probe read 21
+// GB/s); 256 and 1024 do less.
 constexpr int kWeightPrefetchBytes = 512;
+
+// How far ahead the AVX2 tiles and the vdpbf16ps rows of 3-4 activation rows prefetch
+// their weights, in bytes, along the span of rows a tile reads (its rows are adjacent in
+// the weight). Prefetching each row 512 bytes ahead (the AVX-512 FMA tiles' scheme) kept about 1 KB in flight per thread, and a decode step
+// streams its weights from memory: with one row, the 0.5B model in bf16 decoded at
+// 12.8-13.8 tok/s with that, against 16-21 with one cursor 1-4 KB ahead (2 threads, an
+// AVX2-only AMD EPYC, Zen 3; llama.cpp 17.6-19.0 in the same runs). 2048 is the middle of
+// that plateau. The AVX-512 FMA tiles keep theirs.
+constexpr std::int64_t kStreamPrefetchBytes = 2048;
 
 #define KEV_LANES512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
 #define KEV_LANES256 __attribute__((target("avx2,fma")))

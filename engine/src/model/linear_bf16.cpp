@@ -38,17 +38,20 @@ struct Bf16Out {
 // output is one accumulator and one sum whatever MB and NR, so NR and the prefetch
 // change the speed only, never a bit.
 //
-// One or two activation rows (decode) read one weight row at a time with no software
-// prefetch: one sequential stream per thread, which the hardware prefetcher follows at
-// the full read bandwidth. Measured on Zen 4 (2 threads, the 988 MB of Qwen2.5-0.5B's
-// linears in a decode step's order, out of cache): 33-35 ms a pass for NR = 1 against
-// 47 ms for NR = 2 with a 512-byte prefetch per row, and 33 ms for reading the bytes
-// alone. In the model (kev-bench pack, alternating): one card 31.6-36.0 ms a step against
-// 50.0-58.0, two cards 36.5-41.5 against 52.1-52.6.
+// A decode step streams its weights from memory, and the hardware prefetcher follows one
+// sequential stream per thread best:
+// - one or two activation rows read one weight row at a time, with no software prefetch.
+//   Zen 4, 2 threads, the 988 MB of Qwen2.5-0.5B's linears in a decode step's order: 33-35
+//   ms a pass against 47 for two rows with a 512-byte prefetch per row (33 for reading
+//   the bytes alone). In the model (kev-bench pack, alternating): one card 31.6-36.0 ms a
+//   step against 50.0-58.0, two cards 36.5-41.5 against 52.1-52.6;
+// - three or four rows read two weight rows (8 accumulators), with one cursor prefetching
+//   kStreamPrefetchBytes ahead along their span (kCursor). Four cards, alternating: 67-81
+//   tok/s against 49-61 for four rows with the per-row prefetch, 66-69 for one row.
 // (avx2 and fma in the target so that lane_sums512, declared with them, is inlined: GCC
 // does not count them in avx512f, and the out-of-line call through the PLT took 4-5% of a
 // one-card decode step.)
-template <int MB, int NR, bool kPrefetch = true>
+template <int MB, int NR, bool kCursor>
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,avx2,fma"))) void gemv_rows(
     const std::uint16_t* x, std::int64_t ldx, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
     Bf16Out y, std::int64_t ldy, std::int64_t o_begin, std::int64_t o_end) {
@@ -58,13 +61,15 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,avx2,fma"))) void ge
         for (int m = 0; m < MB; ++m)
             for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
         const std::uint16_t* w0 = w + o * I;
+        // The NR rows are one contiguous span, read NR x 64 bytes an iteration.
+        const char* ahead = reinterpret_cast<const char*>(w0) + kStreamPrefetchBytes;
         for (std::int64_t i = 0; i < I; i += 32) {
-            __m512bh wv[NR];
-            for (int r = 0; r < NR; ++r) {
-                wv[r] = (__m512bh)_mm512_loadu_si512(w0 + r * I + i);
-                if (kPrefetch)
-                    _mm_prefetch(reinterpret_cast<const char*>(w0 + r * I + i) + kWeightPrefetchBytes, _MM_HINT_T0);
+            if (kCursor) {
+                for (int r = 0; r < NR; ++r) _mm_prefetch(ahead + 64 * r, _MM_HINT_T0);
+                ahead += 64 * NR;
             }
+            __m512bh wv[NR];
+            for (int r = 0; r < NR; ++r) wv[r] = (__m512bh)_mm512_loadu_si512(w0 + r * I + i);
             for (int m = 0; m < MB; ++m) {
                 const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + m * ldx + i);
                 for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_dpbf16_ps(acc[m][r], wv[r], xv);
@@ -198,8 +203,8 @@ void avx512_rows(const std::uint16_t* xp, std::int64_t M, const std::uint16_t* w
         switch (mb) {
             case 1: gemv_rows<1, 1, false>(xm, I, wp, I, bp, ym, O, o0, o1); break;
             case 2: gemv_rows<2, 1, false>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-            case 3: gemv_rows<3, 4>(xm, I, wp, I, bp, ym, O, o0, o1); break;
-            default: gemv_rows<4, 4>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            case 3: gemv_rows<3, 2, true>(xm, I, wp, I, bp, ym, O, o0, o1); break;
+            default: gemv_rows<4, 2, true>(xm, I, wp, I, bp, ym, O, o0, o1); break;
         }
     }
 }

@@ -166,14 +166,6 @@ KEV_AVX512 void tile512(const float* x, std::int64_t I, const void* w, std::int6
 // ---- AVX2: 16 lanes in two registers -------------------------------------------------
 #define KEV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-// How far ahead the AVX2 tiles prefetch their weights, in bytes, along the span of rows
-// a tile reads (its rows are adjacent in the weight). Prefetching each row 512 bytes ahead
-// (the AVX-512 tiles' scheme) kept about 1 KB in flight per thread, and a decode step
-// streams its weights from memory: with one row, the 0.5B model in bf16 decoded at
-// 12.8-13.8 tok/s with that, against 16-21 with one cursor 1-4 KB ahead (2 threads, an
-// AVX2-only AMD EPYC, Zen 3; llama.cpp 17.6-19.0 in the same runs). 2048 is the middle of
-// that plateau. The AVX-512 tiles keep theirs: re-measure there before sharing this.
-constexpr std::int64_t kStreamPrefetchBytes = 2048;
 
 // Lanes 8h .. 8h + 7 of the whole 16 at w[i]. bf16: the 16 weights are one load; half 0
 // (even inputs) is a shift, half 1 (odd inputs) a mask.
