@@ -46,7 +46,7 @@ private Q_SLOTS:
         QTest::addColumn<int>("outputs");
         QTest::addColumn<int>("inputs");
         for (kev::Bf16Kernel k : kAllBf16)
-            for (int rows : {1, 3, 4, 16, 17, 40})
+            for (int rows : {1, 2, 3, 4, 16, 17, 40})
                 for (auto [o, i] : {std::pair{32, 32}, {40, 96}, {1000, 896}, {7, 64}, {5, 24}}) {
                     if (needsWholeSlices(k) && i % 32 != 0) continue;  // those kernels take whole 32-input slices
                     QTest::addRow("%s M=%d O=%d I=%d", kev::to_string(k), rows, o, i) << static_cast<int>(k) << rows << o << i;
@@ -125,7 +125,7 @@ private Q_SLOTS:
     }
 
     // Batch invariance, the ground of packed isolation: rows of a 40-row call equal the
-    // same rows computed alone, in threes and in a 17-row call, on every kernel.
+    // same rows computed alone, in pairs, threes and fours and in a 17-row call, on every kernel.
     void rowsAreIndependentOnEveryKernel_data() {
         QTest::addColumn<int>("kernel");
         QTest::addColumn<int>("dtype");
@@ -158,6 +158,9 @@ private Q_SLOTS:
         for (int r : {0, 5, 16, 39}) QVERIFY2(at::equal(lin(x.narrow(0, r, 1)), all.narrow(0, r, 1)), "a row alone differs");
         QVERIFY2(at::equal(lin(x.narrow(0, 3, 17)), all.narrow(0, 3, 17)), "a 17-row call differs");
         for (int r = 0; r + 3 <= 40; r += 3) QVERIFY(at::equal(lin(x.narrow(0, r, 3)), all.narrow(0, r, 3)));
+        // Pairs and fours: the decode shapes, where the kernels read one or two weight rows a pass.
+        for (int n : {2, 4})
+            for (int r = 0; r + n <= 40; r += n) QVERIFY(at::equal(lin(x.narrow(0, r, n)), all.narrow(0, r, n)));
     }
 
     // A kernel or family the CPU lacks is refused by name, never quietly replaced.
