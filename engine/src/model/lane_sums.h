@@ -29,11 +29,11 @@ constexpr int kWeightPrefetchBytes = 512;
 
 // How far ahead the AVX2 tiles and the vdpbf16ps rows of 3-4 activation rows prefetch
 // their weights, in bytes, along the span of rows a tile reads (its rows are adjacent in
-// the weight). Prefetching each row 512 bytes ahead (the AVX-512 FMA tiles' scheme) kept about 1 KB in flight per thread, and a decode step
-// streams its weights from memory: with one row, the 0.5B model in bf16 decoded at
-// 12.8-13.8 tok/s with that, against 16-21 with one cursor 1-4 KB ahead (2 threads, an
-// AVX2-only AMD EPYC, Zen 3; llama.cpp 17.6-19.0 in the same runs). 2048 is the middle of
-// that plateau. The AVX-512 FMA tiles keep theirs.
+// the weight). Prefetching each row 512 bytes ahead (the AVX-512 FMA tiles' scheme) kept
+// about 1 KB in flight per thread, and a decode step streams its weights from memory:
+// with one row, the 0.5B model in bf16 decoded at 12.8-13.8 tok/s with that, against
+// 16-21 with one cursor 1-4 KB ahead (2 threads, an AVX2-only AMD EPYC, Zen 3; llama.cpp
+// 17.6-19.0 in the same runs). 2048 is the middle of that plateau.
 constexpr std::int64_t kStreamPrefetchBytes = 2048;
 
 #define KEV_LANES512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))

@@ -166,7 +166,6 @@ KEV_AVX512 void tile512(const float* x, std::int64_t I, const void* w, std::int6
 // ---- AVX2: 16 lanes in two registers -------------------------------------------------
 #define KEV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-
 // Lanes 8h .. 8h + 7 of the whole 16 at w[i]. bf16: the 16 weights are one load; half 0
 // (even inputs) is a shift, half 1 (odd inputs) a mask.
 template <W T>
