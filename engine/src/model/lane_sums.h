@@ -36,8 +36,12 @@ constexpr int kWeightPrefetchBytes = 512;
 // 17.6-19.0 in the same runs). 2048 is the middle of that plateau.
 constexpr std::int64_t kStreamPrefetchBytes = 2048;
 
-#define KEV_LANES512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
-#define KEV_LANES256 __attribute__((target("avx2,fma")))
+// The narrowest targets the sums need (AVX-512F adds and shuffles; AVX for the ymm
+// form), so that every kernel inlines them: a function inlines only into callers whose
+// targets include its own, and one of avx2 and fma was called through the PLT from the
+// vdpbf16ps kernel (avx512f and avx512bf16), once per output, 4-5% of a decode step.
+#define KEV_LANES512 __attribute__((target("avx512f")))
+#define KEV_LANES256 __attribute__((target("avx")))
 
 // The last two levels inside each 128-bit block of v (which holds s4 there): lane 4b of
 // the result is that block's sum.

@@ -48,11 +48,8 @@ struct Bf16Out {
 // - three or four rows read two weight rows (8 accumulators), with one cursor prefetching
 //   kStreamPrefetchBytes ahead along their span (kCursor). Four cards, alternating: 67-81
 //   tok/s against 49-61 for four rows with the per-row prefetch, 66-69 for one row.
-// (avx2 and fma in the target so that lane_sums512, declared with them, is inlined: GCC
-// does not count them in avx512f, and the out-of-line call through the PLT took 4-5% of a
-// one-card decode step.)
 template <int MB, int NR, bool kCursor>
-__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,avx2,fma"))) void gemv_rows(
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void gemv_rows(
     const std::uint16_t* x, std::int64_t ldx, const std::uint16_t* w, std::int64_t I, const std::uint16_t* bias,
     Bf16Out y, std::int64_t ldy, std::int64_t o_begin, std::int64_t o_end) {
     std::int64_t o = o_begin;
