@@ -21,6 +21,7 @@
 #include "kev/generator.h"
 #include "kev/model.h"
 #include "kev/prefix_cache.h"
+#include "kev/quant.h"
 #include "kev/session.h"
 #include "kev/tokenizer.h"
 #include "kev_test_env.h"
@@ -275,12 +276,21 @@ private Q_SLOTS:
         const auto context = randomPrompt(rng, 512, 8, 8);
         std::optional<kev::GenerationResult> twin;
         int compared = 0;
-        for (kev::Isa isa : {kev::Isa::Scalar, kev::Isa::Avx2, kev::Isa::Avx512}) {
-            if (!kev::isa_supported(isa)) {
-                qWarning("NOT RUN: the %s family (this CPU lacks it)", kev::to_string(isa));
+        // The avx2 family twice: its int8 kernel on vpmaddubsw, and on AVX-VNNI.
+        struct Family {
+            kev::Isa isa;
+            bool avx_vnni;
+            const char* name;
+        };
+        for (const Family f : {Family{kev::Isa::Scalar, false, "scalar"}, Family{kev::Isa::Avx2, false, "avx2"},
+                               Family{kev::Isa::Avx2, true, "avx2 with avx-vnni"}, Family{kev::Isa::Avx512, false, "avx512"}}) {
+            const kev::Isa isa = f.isa;
+            if (!kev::isa_supported(isa) || (f.avx_vnni && !kev::cpu_has_avx_vnni())) {
+                qWarning("NOT RUN: the %s family (this CPU lacks it)", f.name);
                 continue;
             }
             kev::set_isa_limit(isa);
+            kev::set_quant_int8_avx_vnni(f.avx_vnni);
             if (precision == "bf16")
                 kev::set_bf16_kernel(isa == kev::Isa::Scalar ? kev::Bf16Kernel::Scalar
                                      : isa == kev::Isa::Avx2 ? kev::Bf16Kernel::Avx2
@@ -293,10 +303,11 @@ private Q_SLOTS:
             for (std::size_t c = 0; c < cards.size(); ++c) {
                 QCOMPARE(r.cards[c].tokens, twin->cards[c].tokens);
                 QVERIFY2(r.cards[c].logits == twin->cards[c].logits,
-                         qPrintable(QString("%1: card %2's logits are not the scalar twin's").arg(kev::to_string(isa)).arg(c)));
+                         qPrintable(QString("%1: card %2's logits are not the scalar twin's").arg(f.name).arg(c)));
             }
             ++compared;
         }
+        kev::set_quant_int8_avx_vnni(true);
         kev::set_bf16_kernel(kev::Bf16Kernel::Auto);
         qInfo("%d famil%s compared with the scalar twin", compared, compared == 1 ? "y" : "ies");
     }

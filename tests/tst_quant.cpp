@@ -771,7 +771,8 @@ private Q_SLOTS:
         const double worst = ((scalar.to(at::kDouble) - ref).abs() / mag).max().item<double>();
         QVERIFY2(worst <= 1e-5, qPrintable(QString("scalar: %1").arg(worst)));
         QVERIFY(scalar[3].abs().max().item<float>() <= (withBias ? bias.abs().max().item<float>() : 0.0f));
-        for (auto k : {kev::Int8Kernel::Scalar, kev::Int8Kernel::Avx2, kev::Int8Kernel::Vnni, kev::Int8Kernel::Amx}) {
+        for (auto k : {kev::Int8Kernel::Scalar, kev::Int8Kernel::Avx2, kev::Int8Kernel::AvxVnni, kev::Int8Kernel::Vnni,
+                       kev::Int8Kernel::Amx}) {
             if (!kev::quant_int8_kernel_supported(k)) {
                 QVERIFY_THROWS_EXCEPTION(kev::Error, kev::quant_int8_linear(x, q, bias, k));
                 qWarning("NOT RUN: %s (this CPU lacks it)", kev::to_string(k));
@@ -792,7 +793,8 @@ private Q_SLOTS:
         // bf16 in and out: every path stores the same bits, NaNs included.
         const at::Tensor badb = bad.to(at::kBFloat16);
         const at::Tensor bitsb = kev::quant_int8_linear(badb, q, bias, kev::Int8Kernel::Scalar).view(at::kShort);
-        for (auto k : {kev::Int8Kernel::Scalar, kev::Int8Kernel::Avx2, kev::Int8Kernel::Vnni, kev::Int8Kernel::Amx}) {
+        for (auto k : {kev::Int8Kernel::Scalar, kev::Int8Kernel::Avx2, kev::Int8Kernel::AvxVnni, kev::Int8Kernel::Vnni,
+                       kev::Int8Kernel::Amx}) {
             if (!kev::quant_int8_kernel_supported(k)) continue;  // reported above
             const at::Tensor yb = kev::quant_int8_linear(bad, q, bias, k);
             QVERIFY2(yb[0].isnan().all().item<bool>() && yb[1].isnan().all().item<bool>(), kev::to_string(k));

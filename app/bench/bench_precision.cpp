@@ -407,11 +407,12 @@ int run_q4kernel(const Args& args) {
             row[std::string(kev::to_string(k)) + "_ms"] = ms_k;
             row[std::string(kev::to_string(k)) + "_gbs"] = q.bytes() / ms_k / 1e6;
         }
-        for (auto k : {kev::Int8Kernel::Avx2, kev::Int8Kernel::Vnni, kev::Int8Kernel::Amx}) {
+        for (auto k : {kev::Int8Kernel::Avx2, kev::Int8Kernel::AvxVnni, kev::Int8Kernel::Vnni, kev::Int8Kernel::Amx}) {
             if (!kev::quant_int8_kernel_supported(k) || !qi.interleaved) continue;
-            const std::string name = k == kev::Int8Kernel::Amx    ? "int8_amx"
-                                     : k == kev::Int8Kernel::Vnni ? "int8_vnni"
-                                                                  : "int8_avx2";
+            const std::string name = k == kev::Int8Kernel::Amx       ? "int8_amx"
+                                     : k == kev::Int8Kernel::Vnni    ? "int8_vnni"
+                                     : k == kev::Int8Kernel::AvxVnni ? "int8_avx_vnni"
+                                                                     : "int8_avx2";
             const double ms_k = time_ms([&] { (void)kev::quant_int8_linear(x, qi, at::Tensor(), k); });
             row[name + "_ms"] = ms_k;
             row[name + "_gbs"] = qi.bytes() / ms_k / 1e6;

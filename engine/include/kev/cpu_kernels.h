@@ -41,6 +41,7 @@ Isa isa_limit();
 
 // CPU features the kernels ask for, cached (GCC's __builtin_cpu_supports names).
 bool cpu_has_avx2_fma();     // AVX2, FMA and F16C
+bool cpu_has_avx_vnni();     // AVX2 + FMA + F16C and AVX-VNNI (vpdpbusd on ymm, VEX)
 bool cpu_has_avx512();       // AVX-512 F, BW and VL
 bool cpu_has_avx512_vnni();  // the above and VNNI
 bool cpu_has_avx512_bf16();  // the above and BF16

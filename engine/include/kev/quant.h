@@ -175,17 +175,22 @@ at::Tensor quant_linear_fixed_order(const at::Tensor& x, const QuantMatrix& q, c
 // rows share the call or on the thread split: prefill and decode, a card alone or in a
 // pack, compute bit-identical rows.
 //
-// Paths: AVX-512 VNNI (vpdpbusd); AVX2 (vpmaddubsw + vpmaddwd, llama.cpp's Q4_0 x Q8_0
-// on AVX2; NF4 enters signed so no pair saturates); the scalar twin; and, where the CPU
+// Paths: AVX-512 VNNI (vpdpbusd); AVX-VNNI (vpdpbusd on ymm, the avx2 family's path
+// where the CPU has it: Intel since Alder Lake); AVX2 (vpmaddubsw + vpmaddwd, llama.cpp's
+// Q4_0 x Q8_0 on AVX2; NF4 enters signed so no pair saturates); the scalar twin; and, where the CPU
 // has AMX-INT8, calls of 32 rows or more (prefill) multiply whole 16-row passes on the
 // tile unit. All compute the same exact sums and the same float steps per output, so the
 // same bits (tst_quant compares them). The path is the widest under the kernel-family
-// ceiling (kev/cpu_kernels.h); KEV_Q4_INT8_AMX=0 keeps prompts off the tiles, and
-// KEV_Q4_INT8=0 turns the int8 kernel off (the row layout's fused kernels then serve).
+// ceiling (kev/cpu_kernels.h); KEV_Q4_INT8_AMX=0 keeps prompts off the tiles,
+// KEV_Q4_INT8_AVXVNNI=0 (or set_quant_int8_avx_vnni(false)) keeps the avx2 family on
+// vpmaddubsw where the CPU has AVX-VNNI, and KEV_Q4_INT8=0 turns the int8 kernel off
+// (the row layout's fused kernels then serve).
 bool quant_int8_available();
-enum class Int8Kernel { Scalar, Avx2, Vnni, Amx };  // Scalar: the portable twin (tests)
+enum class Int8Kernel { Scalar, Avx2, AvxVnni, Vnni, Amx };  // Scalar: the portable twin (tests)
 const char* to_string(Int8Kernel kernel);
 bool quant_int8_kernel_supported(Int8Kernel kernel);
+// Process-wide; takes effect at the next call. The default comes from KEV_Q4_INT8_AVXVNNI.
+void set_quant_int8_avx_vnni(bool allowed);
 Int8Kernel quant_int8_kernel();         // the one quant_linear uses now
 const char* quant_int8_prompt_kernel();  // its name for prompts (AMX tiles where used)
 // q in the int8 kernel's layout when the activations will be half precision (bf16 /

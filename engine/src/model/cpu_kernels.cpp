@@ -83,6 +83,10 @@ bool cpu_has_avx2_fma() {
     }();
     return has;
 }
+bool cpu_has_avx_vnni() {
+    static const bool has = cpu_has_avx2_fma() && __builtin_cpu_supports("avxvnni");
+    return has;
+}
 bool cpu_has_avx512() {
     static const bool has = cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
                             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");

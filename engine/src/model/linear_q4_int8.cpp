@@ -31,6 +31,7 @@
 #include "kev/quant.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -386,16 +387,31 @@ KEV_AVX2I inline void store8(const Out& y, std::int64_t row, std::int64_t col, _
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y.bf16 + row * y.ld + col), _mm256_castsi256_si128(packed));
 }
 
+// acc + the u8 x s8 dot products of w's lanes with x's: AVX-VNNI's vpdpbusd on ymm (VEX),
+// written out so that the compiler never emits an AVX-VNNI instruction on its own in
+// these functions, which also run on AVX2 CPUs without it.
+KEV_AVX2I inline __m256i dpbusd256(__m256i acc, __m256i w, __m256i x) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(w), "x"(x));
+    return acc;
+}
+
 // Output groups [R0, R1) for activation rows [0, MB) of `a` starting at row m0.
-template <int MB, int kKind, bool kMins>
+// kVnni: AVX-VNNI (Intel client CPUs since Alder Lake, which lack AVX-512): the codes
+// enter unsigned as on AVX-512 VNNI (nibbles, NF4's byte table, bytes as stored) and one
+// vpdpbusd does a half line's 32 multiply-adds into int32, where AVX2 needs vpmaddubsw,
+// vpmaddwd and vpaddd; the sums start at init (-offset * sum(q)) as VNNI's do. Both are
+// the same exact int32, so the same bits.
+template <int MB, int kKind, bool kMins, bool kVnni = false>
 KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, const Out& y,
                            std::int64_t R0, std::int64_t R1) {
     const std::int64_t K = w.cols, G = K / 32;
-    constexpr bool kSigned = kKind == kNf4Codes || byte_kind(kKind);  // codes enter signed (NF4's table, bytes)
+    // AVX2: codes enter signed (NF4's table, bytes); AVX-VNNI: unsigned, as stored
+    constexpr bool kSigned = !kVnni && (kKind == kNf4Codes || byte_kind(kKind));
     constexpr std::int64_t SB = slice_bytes(kKind);
     const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), bias128 = _mm256_set1_epi8(-128);
     alignas(32) std::int8_t signed_table[32];
-    for (int i = 0; i < 32; ++i) signed_table[i] = static_cast<std::int8_t>(cb.u8[i % 16] - cb.offset);
+    for (int i = 0; i < 32; ++i)
+        signed_table[i] = static_cast<std::int8_t>(kVnni ? cb.u8[i % 16] : cb.u8[i % 16] - cb.offset);
     const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(signed_table));
     const std::int8_t* xq = a.q.data() + m0 * K;
     const std::int64_t s0 = m0 * G;
@@ -409,7 +425,12 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                     for (int c = 0; c < SB / 64; ++c)
                         _mm_prefetch(reinterpret_cast<const char*>(lines) + kPrefetchSlices * SB + 64 * c, _MM_HINT_T0);
                 __m256i s[MB];
-                for (int m = 0; m < MB; ++m) s[m] = _mm256_set1_epi32(kSigned ? 0 : a.init[s0 + m * G + g]);
+                for (int m = 0; m < MB; ++m) {
+                    const std::int64_t i = s0 + m * G + g;
+                    s[m] = _mm256_set1_epi32(kSigned                        ? 0
+                                             : kVnni && kKind == kBytes16 ? a.init_lo[i]  // Q6_K: columns 0-15 first
+                                                                          : a.init[i]);
+                }
                 for (int c = 0; c < 4; ++c) {
                     if (kKind == kBytes16 && c == 2) {  // Q6_K: columns 0-15 done, scaled by their d * sc
                         const HalfScales hs = half_scales(w, R, g, 0, 8 * h);
@@ -419,11 +440,15 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                         for (int m = 0; m < MB; ++m) {
                             const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s[m]), _mm256_set1_ps(a.dxu[s0 + m * G + g]));
                             acc[m] = _mm256_fmadd_ps(t, d0, acc[m]);
-                            s[m] = _mm256_setzero_si256();
+                            const std::int64_t i = s0 + m * G + g;
+                            s[m] = kVnni ? _mm256_set1_epi32(a.init[i] - a.init_lo[i]) : _mm256_setzero_si256();
                         }
                     }
                     __m256i lo, hi;
-                    if constexpr (byte_kind(kKind)) {  // the signed byte: stored value - 128
+                    if constexpr (byte_kind(kKind) && kVnni) {  // the stored byte: value + 128
+                        lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c));
+                        hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c + 64));
+                    } else if constexpr (byte_kind(kKind)) {  // the signed byte: stored value - 128
                         lo = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c)), bias128);
                         hi = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lines + 128 * c + 64)),
                                               bias128);
@@ -434,7 +459,7 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                     }
                     __m256i ulo = lo, uhi = hi;
                     if constexpr (kKind == kNf4Codes) {
-                        lo = _mm256_shuffle_epi8(table, lo);  // signed code values
+                        lo = _mm256_shuffle_epi8(table, lo);  // AVX2: signed values; AVX-VNNI: the bytes
                         hi = _mm256_shuffle_epi8(table, hi);
                     }
                     if constexpr (kSigned) {  // |w| unsigned (|-128| = 128 as a byte), x takes w's sign
@@ -447,6 +472,10 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                         std::memcpy(&qlo, xm, 4);
                         std::memcpy(&qhi, xm + 4, 4);
                         __m256i xlo = _mm256_set1_epi32(qlo), xhi = _mm256_set1_epi32(qhi);
+                        if constexpr (kVnni) {
+                            s[m] = dpbusd256(dpbusd256(s[m], lo, xlo), hi, xhi);
+                            continue;
+                        }
                         if constexpr (kSigned) {
                             xlo = _mm256_sign_epi8(xlo, lo);
                             xhi = _mm256_sign_epi8(xhi, hi);
@@ -484,6 +513,22 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
             for (int m = 0; m < MB; ++m) store8(y, m0 + m, R * 16 + 8 * h, acc[m]);
         }
     }
+}
+
+// groups_avx2 for w's format.
+template <int MB, bool kVnni>
+void avx2_groups(const QuantMatrix& w, const CodeBytes& cb, const Int8Acts& a, std::int64_t m0, const Out& y,
+                 std::int64_t R0, std::int64_t R1) {
+    switch (w.format) {
+        case QuantFormat::NF4: return groups_avx2<MB, kNf4Codes, false, kVnni>(w, cb, a, m0, y, R0, R1);
+        case QuantFormat::Q4_K: return groups_avx2<MB, kNibblesK, true, kVnni>(w, cb, a, m0, y, R0, R1);
+        case QuantFormat::Q5_K: return groups_avx2<MB, kBytesK, true, kVnni>(w, cb, a, m0, y, R0, R1);
+        case QuantFormat::Q6_K: return groups_avx2<MB, kBytes16, false, kVnni>(w, cb, a, m0, y, R0, R1);
+        default: break;
+    }
+    if (w.byte_codes()) groups_avx2<MB, kBytes, false, kVnni>(w, cb, a, m0, y, R0, R1);
+    else if (!w.mins.empty()) groups_avx2<MB, kNibbles, true, kVnni>(w, cb, a, m0, y, R0, R1);
+    else groups_avx2<MB, kNibbles, false, kVnni>(w, cb, a, m0, y, R0, R1);
 }
 
 #undef KEV_AVX2I
@@ -681,14 +726,28 @@ bool quant_int8_kernel_supported(Int8Kernel kernel) {
     switch (kernel) {
         case Int8Kernel::Scalar: return true;
         case Int8Kernel::Avx2: return cpu_has_avx2_fma();
+        case Int8Kernel::AvxVnni: return cpu_has_avx_vnni();
         case Int8Kernel::Vnni: return cpu_has_avx512_vnni();
         case Int8Kernel::Amx: return cpu_has_amx_int8();
     }
     return false;
 }
 
+namespace {
+std::atomic<bool>& avx_vnni_allowed() {
+    static std::atomic<bool> on{[] {
+        const char* e = std::getenv("KEV_Q4_INT8_AVXVNNI");
+        return !(e && std::string(e) == "0");
+    }()};
+    return on;
+}
+}  // namespace
+
+void set_quant_int8_avx_vnni(bool allowed) { avx_vnni_allowed() = allowed; }
+
 // The widest path under the kernel-family ceiling (kev/cpu_kernels.h). Amx means VNNI
-// for calls under kAmxMinRows rows and tiles for prompts.
+// for calls under kAmxMinRows rows and tiles for prompts. AVX-VNNI belongs to the avx2
+// family: a ceiling of avx2 on an AVX-512 CPU that has it runs it.
 Int8Kernel quant_int8_kernel() {
     static const bool amx_allowed = [] {
         const char* e = std::getenv("KEV_Q4_INT8_AMX");
@@ -698,6 +757,9 @@ Int8Kernel quant_int8_kernel() {
     if (limit == Isa::Amx && amx_allowed && quant_int8_kernel_supported(Int8Kernel::Amx)) return Int8Kernel::Amx;
     if (static_cast<int>(limit) >= static_cast<int>(Isa::Avx512) && quant_int8_kernel_supported(Int8Kernel::Vnni))
         return Int8Kernel::Vnni;
+    if (static_cast<int>(limit) >= static_cast<int>(Isa::Avx2) && avx_vnni_allowed() &&
+        quant_int8_kernel_supported(Int8Kernel::AvxVnni))
+        return Int8Kernel::AvxVnni;
     if (static_cast<int>(limit) >= static_cast<int>(Isa::Avx2) && quant_int8_kernel_supported(Int8Kernel::Avx2))
         return Int8Kernel::Avx2;
     return Int8Kernel::Scalar;
@@ -709,6 +771,7 @@ const char* to_string(Int8Kernel kernel) {
     switch (kernel) {
         case Int8Kernel::Scalar: return "int8 scalar";
         case Int8Kernel::Avx2: return "int8 avx2";
+        case Int8Kernel::AvxVnni: return "int8 avx-vnni";
         case Int8Kernel::Vnni: return "int8 avx512-vnni";
         case Int8Kernel::Amx: return "int8 avx512-vnni + amx";
     }
@@ -740,7 +803,8 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
     yp.ld = O;
     const CodeBytes cb = code_bytes(w);
     const bool simd512 = kernel == Int8Kernel::Vnni || kernel == Int8Kernel::Amx;
-    const bool avx2 = kernel == Int8Kernel::Avx2;
+    const bool avx_vnni = kernel == Int8Kernel::AvxVnni;
+    const bool avx2 = kernel == Int8Kernel::Avx2 || avx_vnni;  // AVX-VNNI: the AVX2 kernel's shape
     // Activations to int8, slice by slice; threads share the work only for prompts
     // (decode calls have at most 16 x 152 slices).
     Int8Acts a;
@@ -765,13 +829,8 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
             if (avx2) {
                 with_rows<kRowsPerPassAvx2>(std::min(per_pass, M - m0), [&](auto mb) {
                     constexpr int MB = decltype(mb)::value;
-                    if (nf4) groups_avx2<MB, kNf4Codes, false>(w, cb, a, m0, yp, R0, R1);
-                    else if (q4k) groups_avx2<MB, kNibblesK, true>(w, cb, a, m0, yp, R0, R1);
-                    else if (q5k) groups_avx2<MB, kBytesK, true>(w, cb, a, m0, yp, R0, R1);
-                    else if (q6k) groups_avx2<MB, kBytes16, false>(w, cb, a, m0, yp, R0, R1);
-                    else if (bytes) groups_avx2<MB, kBytes, false>(w, cb, a, m0, yp, R0, R1);
-                    else if (mins) groups_avx2<MB, kNibbles, true>(w, cb, a, m0, yp, R0, R1);
-                    else groups_avx2<MB, kNibbles, false>(w, cb, a, m0, yp, R0, R1);
+                    if (avx_vnni) avx2_groups<MB, true>(w, cb, a, m0, yp, R0, R1);
+                    else avx2_groups<MB, false>(w, cb, a, m0, yp, R0, R1);
                 });
                 continue;
             }
