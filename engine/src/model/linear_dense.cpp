@@ -305,8 +305,10 @@ std::int64_t dtype_size(at::ScalarType t) { return t == at::kFloat ? 4 : 2; }
 // half the bytes in L2 (kev-bench linear, 2 threads, medians of 4 alternations, GFLOP/s,
 // bf16 tiles against widened on the 0.5B model's shapes: 128 rows 100-135 against 82-99;
 // 16 rows, the down projection 93 against 70, the others within the noise, 77-81 against
-// 71-84). Measured on the Intel Xeon before the activations were held in registers,
-// AVX2 widening won 1.2-1.7x: re-measure there before changing this.
+// 71-84). On an Intel Xeon (Sapphire Rapids, 2 threads), where widening won 1.2-1.7x
+// before the activations were held in registers, re-measured with them held: the bf16
+// tiles 72-84 GFLOP/s at 16 and 128 rows on the four shapes, widened 55-92, slower on
+// 11 of 16, level on 1 (two alternations).
 constexpr std::int64_t kWidenOnceRows512 = 8;
 
 void widened_rows512(const float* x, std::int64_t M, std::int64_t I, const void* w, const Store& st, std::int64_t ob,
