@@ -79,11 +79,13 @@ private Q_SLOTS:
     // The FMA family's arithmetic (linear_dense.h) is one specification: AVX-512 keeps
     // the 16 lanes in one register, AVX2 in two, the twin in an array; the bits agree,
     // for fp32, bf16 and fp16 weights, input counts that are not whole 16s, and a bias.
+    // 7 and 11 rows: AVX2's 3-row tiles with a 1- and a 2-row remainder, AVX-512's 4-row
+    // tiles with a 3-row one; 2200 inputs: long rows (137 whole 16s) and a tail of 8.
     void fmaFamilyIsTheScalarTwinBitForBit_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<int>("inputs");
         for (auto [dt, name] : {std::pair{at::kFloat, "fp32"}, {at::kBFloat16, "bf16"}, {at::kHalf, "fp16"}})
-            for (int i : {8, 37, 64, 200})
+            for (int i : {8, 37, 64, 200, 2200})
                 QTest::addRow("%s I=%d", name, i) << static_cast<int>(dt) << i;
     }
     void fmaFamilyIsTheScalarTwinBitForBit() {
@@ -94,34 +96,36 @@ private Q_SLOTS:
         kev::Linear lin;
         lin.weight = at::randn({67, inputs}).to(dt);
         lin.bias = at::randn({67}).to(dt);
-        const at::Tensor x = at::randn({11, inputs}).to(dt);
-        auto run = [&](kev::Isa isa) {
-            kev::set_isa_limit(isa);
-            kev::set_bf16_kernel(isa == kev::Isa::Avx512 ? kev::Bf16Kernel::Avx512
-                                 : isa == kev::Isa::Avx2 ? kev::Bf16Kernel::Avx2
-                                                         : kev::Bf16Kernel::Scalar);
-            return lin(x);
-        };
-        const at::Tensor twin = run(kev::Isa::Scalar);
-        at::Tensor ref = at::matmul(x.to(at::kDouble), lin.weight.to(at::kDouble).t()) + lin.bias.to(at::kDouble);
-        // Against the reference, relative to sum |x w| (cancellation makes |ref| a poor
-        // yardstick): fp32 sums round at ~1e-7, outputs in bf16 at 2^-9, fp16 at 2^-12.
-        const at::Tensor mag = at::matmul(x.to(at::kDouble).abs(), lin.weight.to(at::kDouble).abs().t()) +
-                               lin.bias.to(at::kDouble).abs() + 1e-6;
-        const double err = ((twin.to(at::kDouble) - ref).abs() / mag).max().item<double>();
-        const double bound = dt == at::kFloat ? 1e-6 : dt == at::kBFloat16 ? 4e-3 : 5e-4;
-        QVERIFY2(err <= bound, qPrintable(QString("the scalar twin is %1 off the reference").arg(err)));
-        int ran = 0;
-        for (kev::Isa isa : {kev::Isa::Avx2, kev::Isa::Avx512}) {
-            if (!kev::isa_supported(isa)) {
-                qWarning("NOT RUN: dense %s (this CPU lacks it)", kev::to_string(isa));
-                continue;
+        for (int rows : {7, 11}) {
+            const at::Tensor x = at::randn({rows, inputs}).to(dt);
+            auto run = [&](kev::Isa isa) {
+                kev::set_isa_limit(isa);
+                kev::set_bf16_kernel(isa == kev::Isa::Avx512 ? kev::Bf16Kernel::Avx512
+                                     : isa == kev::Isa::Avx2 ? kev::Bf16Kernel::Avx2
+                                                             : kev::Bf16Kernel::Scalar);
+                return lin(x);
+            };
+            const at::Tensor twin = run(kev::Isa::Scalar);
+            at::Tensor ref = at::matmul(x.to(at::kDouble), lin.weight.to(at::kDouble).t()) + lin.bias.to(at::kDouble);
+            // Against the reference, relative to sum |x w| (cancellation makes |ref| a poor
+            // yardstick): fp32 sums round at ~1e-7, outputs in bf16 at 2^-9, fp16 at 2^-12.
+            const at::Tensor mag = at::matmul(x.to(at::kDouble).abs(), lin.weight.to(at::kDouble).abs().t()) +
+                                   lin.bias.to(at::kDouble).abs() + 1e-6;
+            const double err = ((twin.to(at::kDouble) - ref).abs() / mag).max().item<double>();
+            const double bound = dt == at::kFloat ? 1e-6 : dt == at::kBFloat16 ? 4e-3 : 5e-4;
+            QVERIFY2(err <= bound, qPrintable(QString("the scalar twin is %1 off the reference at %2 rows").arg(err).arg(rows)));
+            int ran = 0;
+            for (kev::Isa isa : {kev::Isa::Avx2, kev::Isa::Avx512}) {
+                if (!kev::isa_supported(isa)) {
+                    qWarning("NOT RUN: dense %s (this CPU lacks it)", kev::to_string(isa));
+                    continue;
+                }
+                const at::Tensor y = run(isa);
+                QVERIFY2(at::equal(y, twin), qPrintable(QString("%1 differs from the scalar twin at %2 rows").arg(kev::to_string(isa)).arg(rows)));
+                ++ran;
             }
-            const at::Tensor y = run(isa);
-            QVERIFY2(at::equal(y, twin), qPrintable(QString("%1 differs from the scalar twin").arg(kev::to_string(isa))));
-            ++ran;
+            qInfo("%d SIMD form(s) compared with the twin at %d rows", ran, rows);
         }
-        qInfo("%d SIMD form(s) compared with the twin", ran);
     }
 
     // Batch invariance, the ground of packed isolation: rows of a 40-row call equal the
@@ -158,8 +162,9 @@ private Q_SLOTS:
         for (int r : {0, 5, 16, 39}) QVERIFY2(at::equal(lin(x.narrow(0, r, 1)), all.narrow(0, r, 1)), "a row alone differs");
         QVERIFY2(at::equal(lin(x.narrow(0, 3, 17)), all.narrow(0, 3, 17)), "a 17-row call differs");
         for (int r = 0; r + 3 <= 40; r += 3) QVERIFY(at::equal(lin(x.narrow(0, r, 3)), all.narrow(0, r, 3)));
-        // Pairs and fours: the decode shapes, where the kernels read one or two weight rows a pass.
-        for (int n : {2, 4})
+        // Pairs, fours and sevens: the decode shapes, where the kernels read one or two weight
+        // rows a pass, or tile the rows with a remainder.
+        for (int n : {2, 4, 7})
             for (int r = 0; r + n <= 40; r += n) QVERIFY(at::equal(lin(x.narrow(0, r, n)), all.narrow(0, r, n)));
     }
 

@@ -190,6 +190,13 @@ KEV_AVX2 inline __m256 in_register(__m256 v) {
     return v;
 }
 
+// Tried and dropped (an AVX2-only AMD EPYC, Zen 3, 2 threads): a 4 x 3 tile in two
+// passes over each chunk of the inputs, lanes 0-7 then 8-15 (the same bits, 12
+// accumulators where 4 x 3 in one pass needs 24 of the 16 registers). On weights in
+// cache (kev-bench linear, best of 4 alternations, the 0.5B model's shapes) it was
+// 1.05-1.32x the 3 x 2 tile at 4 rows and 0.86-0.95x at 128; in the whole model at 4
+// cards, whose weights stream from memory, decode ran 47.9-51.8 tok/s against 53.3-56.7
+// with 3 x 2 (four alternations), also with its prefetch spread over both passes.
 template <W T, int MR, int NR>
 KEV_AVX2 void tile256(const float* x, std::int64_t I, const void* w, std::int64_t m0, std::int64_t o0,
                       const Store& st) {
