@@ -718,6 +718,50 @@ private Q_SLOTS:
         }
     }
 
+    // The largest sums the kernels meet: every code 15 (Q4_0: 7 d, Q4_1: 15 d + m) against
+    // activations of one magnitude and sign (each quantized to +-127), where the AVX2 form
+    // adds a group's vpmaddubsw pairs in int16 before widening them (up to 8 x 3810). Every
+    // path gives the scalar twin's bits, and those are the exact sums.
+    void int8KernelSumsAtTheirLargest_data() {
+        QTest::addColumn<int>("format");
+        QTest::newRow("q4_0") << int(kev::QuantFormat::Q4_0);
+        QTest::newRow("q4_1") << int(kev::QuantFormat::Q4_1);
+    }
+    void int8KernelSumsAtTheirLargest() {
+        QFETCH(int, format);
+        const auto f = static_cast<kev::QuantFormat>(format);
+        const std::int64_t rows = 32, cols = 256;
+        const bool q41 = f == kev::QuantFormat::Q4_1;
+        std::vector<std::uint8_t> block{0x00, 0x3C};  // d = 1 (fp16)
+        if (q41) block.insert(block.end(), {0x00, 0x38});  // m = 0.5
+        block.insert(block.end(), 16, 0xFF);             // 32 codes of 15
+        std::vector<std::uint8_t> bytes;
+        for (std::int64_t b = 0; b < rows * cols / 32; ++b) bytes.insert(bytes.end(), block.begin(), block.end());
+        const kev::QuantMatrix q =
+            kev::interleave_rows16(kev::quant_from_ggml(f, bytes.data(), bytes.size(), rows, cols));
+        at::Tensor x = at::ones({4, cols});
+        x[1].fill_(-1.0f);
+        x[2].fill_(-3.5f);  // any one magnitude quantizes to 127
+        x[3].fill_(0.25f);
+        const double per = q41 ? 15.5 : 7.0;  // one weight's value
+        const at::Tensor scalar = kev::quant_int8_linear(x, q, at::Tensor(), kev::Int8Kernel::Scalar);
+        for (int m = 0; m < 4; ++m) {
+            const double want = per * cols * x[m][0].item<double>();
+            QVERIFY2(std::abs(scalar[m][0].item<double>() - want) <= 1e-6 * std::abs(want),
+                     qPrintable(QString("row %1: %2, not %3").arg(m).arg(scalar[m][0].item<double>()).arg(want)));
+        }
+        int ran = 0;
+        for (auto k : {kev::Int8Kernel::Avx2, kev::Int8Kernel::AvxVnni, kev::Int8Kernel::Vnni, kev::Int8Kernel::Amx}) {
+            if (!kev::quant_int8_kernel_supported(k)) {
+                qWarning("NOT RUN: %s (this CPU lacks it)", kev::to_string(k));
+                continue;
+            }
+            QVERIFY2(at::equal(kev::quant_int8_linear(x, q, at::Tensor(), k), scalar), kev::to_string(k));
+            ++ran;
+        }
+        qInfo("%d SIMD path(s) compared with the scalar twin", ran);
+    }
+
     // The int8 kernel against its specification, computed here in double: activations
     // quantized per row and 32 columns (scale absmax / 127, round half to even), codes
     // entering as their int8 values (NF4: round(127 v) / 127). Only the float steps of

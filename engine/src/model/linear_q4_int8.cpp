@@ -407,6 +407,11 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
     const std::int64_t K = w.cols, G = K / 32;
     // AVX2: codes enter signed (NF4's table, bytes); AVX-VNNI: unsigned, as stored
     constexpr bool kSigned = !kVnni && (kKind == kNf4Codes || byte_kind(kKind));
+    // 4-bit codes on vpmaddubsw: each int16 of a product is two codes (0-15) times two
+    // int8 activations (|x| <= 128), at most 3840, so a group's 8 products add in int16
+    // (at most 30720, no wrap) and widen to int32 once (one vpmaddwd where there were 8):
+    // the same exact sums, so the same bits.
+    constexpr bool kSum16 = !kVnni && !kSigned && !byte_kind(kKind) && kKind != kBytes16;
     constexpr std::int64_t SB = slice_bytes(kKind);
     const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), bias128 = _mm256_set1_epi8(-128);
     alignas(32) std::int8_t signed_table[32];
@@ -438,6 +443,9 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                                              : kVnni && kKind == kBytes16 ? a.init_lo[i]  // Q6_K: columns 0-15 first
                                                                           : a.init[i]);
                 }
+                __m256i s16[MB];  // kSum16: the group's pair sums, widened once after the 4 columns
+                if constexpr (kSum16)
+                    for (int m = 0; m < MB; ++m) s16[m] = _mm256_setzero_si256();
                 for (int c = 0; c < 4; ++c) {
                     if (kKind == kBytes16 && c == 2) {  // Q6_K: columns 0-15 done, scaled by their d * sc
                         const HalfScales hs = half_scales(w, R, g, 0, 8 * h);
@@ -487,10 +495,17 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                             xlo = _mm256_sign_epi8(xlo, lo);
                             xhi = _mm256_sign_epi8(xhi, hi);
                         }
+                        if constexpr (kSum16) {
+                            s16[m] = _mm256_add_epi16(
+                                s16[m], _mm256_add_epi16(_mm256_maddubs_epi16(ulo, xlo), _mm256_maddubs_epi16(uhi, xhi)));
+                            continue;
+                        }
                         s[m] = _mm256_add_epi32(s[m], _mm256_madd_epi16(_mm256_maddubs_epi16(ulo, xlo), ones));
                         s[m] = _mm256_add_epi32(s[m], _mm256_madd_epi16(_mm256_maddubs_epi16(uhi, xhi), ones));
                     }
                 }
+                if constexpr (kSum16)
+                    for (int m = 0; m < MB; ++m) s[m] = _mm256_add_epi32(s[m], _mm256_madd_epi16(s16[m], ones));
                 const std::int64_t sc = (R * w.blocks_per_row() + (w.block == 64 ? g >> 1 : g)) * 16 + 8 * h;
                 __m256 d, mn = _mm256_setzero_ps();
                 if constexpr (kKind == kBytes16) {  // the second half's d * sc
