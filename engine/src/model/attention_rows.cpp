@@ -114,27 +114,47 @@ KEV_AVX2 inline __m256 load8(const T* p) {
     }
 }
 
+// tree8 of 8 keys' lane vectors at once: lane i of the result is tree8 of a[i]'s lanes,
+// the same additions in the same association (float addition commutes, so which operand
+// comes first does not matter): halves, then (q0 + q2) beside (q1 + q3), then their sum.
+KEV_AVX2 inline __m256 tree8x8(const __m256* a) {
+    __m256 t[4];
+    for (int i = 0; i < 4; ++i)  // keys i and i + 4: [l0 + l4, l1 + l5, l2 + l6, l3 + l7] each
+        t[i] = _mm256_permute_ps(_mm256_add_ps(_mm256_permute2f128_ps(a[i], a[i + 4], 0x20),
+                                               _mm256_permute2f128_ps(a[i], a[i + 4], 0x31)),
+                                 _MM_SHUFFLE(3, 1, 2, 0));  // -> q0, q2, q1, q3
+    return _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));
+}
+
 template <typename T>
 KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D, std::int64_t L, Slots slot,
                         float scale, float softcap, float* p, float* acc, T* out) {
-    float m = -INFINITY;
     alignas(32) float lane[8];
-    // Four keys at a time: four independent FMA chains instead of one waiting on itself;
-    // each key's lanes and tree are the ones it has alone.
+    // Eight keys at a time: eight independent FMA chains, their trees in one vector; each
+    // key's lanes and tree are the ones it has alone.
     std::int64_t j = 0;
-    for (; j + 4 <= L; j += 4) {
-        const T* k[4] = {kh + slot(j) * D, kh + slot(j + 1) * D, kh + slot(j + 2) * D, kh + slot(j + 3) * D};
-        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= L; j += 8) {
+        const T* k[8];
+        for (int i = 0; i < 8; ++i) k[i] = kh + slot(j + i) * D;
+        __m256 a[8];
+        for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
         for (std::int64_t d = 0; d < D; d += 8) {
             const __m256 qv = _mm256_loadu_ps(q + d);
-            for (int i = 0; i < 4; ++i) a[i] = _mm256_fmadd_ps(qv, load8(k[i] + d), a[i]);
+            for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(qv, load8(k[i] + d), a[i]);
         }
-        for (int i = 0; i < 4; ++i) {
-            _mm256_store_ps(lane, a[i]);
-            p[j + i] = shaped(tree8(lane), scale, softcap);
-            m = std::max(m, p[j + i]);
+        __m256 s = _mm256_mul_ps(tree8x8(a), _mm256_set1_ps(scale));
+        if (softcap > 0.0f) {
+            _mm256_store_ps(lane, s);
+            for (int i = 0; i < 8; ++i) lane[i] = std::tanh(lane[i] / softcap) * softcap;
+            s = _mm256_load_ps(lane);
         }
+        _mm256_storeu_ps(p + j, s);
+        mv = _mm256_max_ps(s, mv);  // a NaN score passes, as std::max(m, score) lets it
     }
+    _mm256_store_ps(lane, mv);
+    float m = -INFINITY;
+    for (int i = 0; i < 8; ++i) m = std::max(m, lane[i]);  // max is exact: any order, the same value
     for (; j < L; ++j) {
         const T* k = kh + slot(j) * D;
         __m256 a = _mm256_setzero_ps();
@@ -144,29 +164,34 @@ KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D
         m = std::max(m, p[j]);
     }
     j = 0;
-    const __m256 mv = _mm256_set1_ps(m);
+    mv = _mm256_set1_ps(m);
     for (; j + 8 <= L; j += 8) _mm256_storeu_ps(p + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv)));
     for (; j < L; ++j) p[j] = kev_exp(p[j] - m);
     float sum = 0.0f;
     for (j = 0; j < L; ++j) sum += p[j];
-    // Four groups of 8 outputs at a time (independent chains); each output's sum over the
-    // keys is the same chain it is alone.
-    std::int64_t d = 0;
-    for (; d + 32 <= D; d += 32) {
-        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (j = 0; j < L; ++j) {
-            const __m256 pj = _mm256_set1_ps(p[j]);
-            const T* v = vh + slot(j) * D + d;
-            for (int i = 0; i < 4; ++i) a[i] = _mm256_fmadd_ps(pj, load8(v + 8 * i), a[i]);
+    // Up to eight groups of 8 outputs at a time (independent chains); each output's sum
+    // over the keys is the same chain it is alone.
+    for (std::int64_t d = 0; d < D;) {
+        const int n = static_cast<int>(std::min<std::int64_t>(8, (D - d) / 8));
+        __m256 a[8];
+        for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
+        if (n == 8) {
+            for (j = 0; j < L; ++j) {
+                const __m256 pj = _mm256_set1_ps(p[j]);
+                const T* v = vh + slot(j) * D + d;
+                for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pj, load8(v + 8 * i), a[i]);
+            }
+        } else {
+            for (j = 0; j < L; ++j) {
+                const __m256 pj = _mm256_set1_ps(p[j]);
+                const T* v = vh + slot(j) * D + d;
+                for (int i = 0; i < n; ++i) a[i] = _mm256_fmadd_ps(pj, load8(v + 8 * i), a[i]);
+            }
         }
-        for (int i = 0; i < 4; ++i) _mm256_storeu_ps(acc + d + 8 * i, a[i]);
+        for (int i = 0; i < n; ++i) _mm256_storeu_ps(acc + d + 8 * i, a[i]);
+        d += 8 * n;
     }
-    for (; d < D; d += 8) {
-        __m256 a = _mm256_setzero_ps();
-        for (j = 0; j < L; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load8(vh + slot(j) * D + d), a);
-        _mm256_storeu_ps(acc + d, a);
-    }
-    for (d = 0; d < D; ++d) out[d] = static_cast<T>(acc[d] / sum);
+    for (std::int64_t d = 0; d < D; ++d) out[d] = static_cast<T>(acc[d] / sum);
 }
 #undef KEV_AVX2
 

@@ -817,11 +817,35 @@ at::Tensor quant_int8_linear(const at::Tensor& x_in, const QuantMatrix& w, const
     const bool bf16_out = x_in.scalar_type() == at::kBFloat16;
     at::Tensor y = at::empty({M, O}, bf16_out ? at::kBFloat16 : at::kFloat);  // [M, O]
     if (M == 0) return y.to(x_in.scalar_type());
-    const at::Tensor b32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();  // [O]
+    // The bias in fp32 (exact from bf16 / fp16), widened here: a libtorch conversion cost
+    // a few microseconds a call, as much as a small decode product's sums.
+    std::vector<float> b32;  // [O]
+    if (bias.defined()) {
+        const at::Tensor bc = bias.contiguous();
+        if (bc.numel() != O) throw Error(ErrorCode::InvalidArgument, "quant_int8_linear: the bias has not one value per output");
+        b32.resize(static_cast<std::size_t>(O));
+        switch (bc.scalar_type()) {
+            case at::kFloat: std::memcpy(b32.data(), bc.data_ptr<float>(), b32.size() * sizeof(float)); break;
+            case at::kBFloat16: {
+                const at::BFloat16* bp = bc.data_ptr<at::BFloat16>();
+                for (std::int64_t o = 0; o < O; ++o) b32[static_cast<std::size_t>(o)] = static_cast<float>(bp[o]);
+                break;
+            }
+            case at::kHalf: {
+                const at::Half* bp = bc.data_ptr<at::Half>();
+                for (std::int64_t o = 0; o < O; ++o) b32[static_cast<std::size_t>(o)] = static_cast<float>(bp[o]);
+                break;
+            }
+            default: {
+                const at::Tensor f = bc.to(at::kFloat);
+                std::memcpy(b32.data(), f.data_ptr<float>(), b32.size() * sizeof(float));
+            }
+        }
+    }
     Out yp;
     if (bf16_out) yp.bf16 = reinterpret_cast<std::uint16_t*>(y.data_ptr<at::BFloat16>());
     else yp.f32 = y.data_ptr<float>();
-    yp.bias = b32.defined() ? b32.data_ptr<float>() : nullptr;
+    yp.bias = b32.empty() ? nullptr : b32.data();
     yp.ld = O;
     const CodeBytes cb = code_bytes(w);
     const bool simd512 = kernel == Int8Kernel::Vnni || kernel == Int8Kernel::Amx;

@@ -266,8 +266,12 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     const at::Tensor slots = from_vector(b.slots, dev);      // [S]
     // Where ringed layers keep the rows (the same slots when the cache keeps no rings).
     at::Tensor ring_slots;
+    std::vector<std::int64_t> ring_slot_list;  // the same on the CPU, where rows are written directly
     for (std::int64_t l = 0; rings && l < c.num_layers && !ring_slots.defined(); ++l)
-        if (cache.ringed(l)) ring_slots = from_vector(cache.storage_slots(l, b.slots), dev);
+        if (cache.ringed(l)) {
+            ring_slot_list = cache.storage_slots(l, b.slots);
+            ring_slots = from_vector(ring_slot_list, dev);
+        }
     const at::Tensor positions = from_vector(b.positions, dev);
     // Dense path: one mask over slots [0, K) for every row.
     // Run path (prefill with `reads`): rows that continue one another (consecutive
@@ -422,8 +426,13 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
         at::Tensor& cache_k = cache.keys(l);  // [KVH, slots, D]
         at::Tensor& cache_v = cache.values(l);
         const bool ringed = cache.ringed(l);
-        cache_k.index_copy_(1, ringed ? ring_slots : slots, k.transpose(0, 1));
-        cache_v.index_copy_(1, ringed ? ring_slots : slots, v.transpose(0, 1));
+        if (cpu) {
+            write_cache_rows(k, cache_k, ringed ? ring_slot_list : b.slots);
+            write_cache_rows(v, cache_v, ringed ? ring_slot_list : b.slots);
+        } else {
+            cache_k.index_copy_(1, ringed ? ring_slots : slots, k.transpose(0, 1));
+            cache_v.index_copy_(1, ringed ? ring_slots : slots, v.transpose(0, 1));
+        }
         at::Tensor a;
         if (rows_kernel) {
             row_attention.window = windowed ? c.sliding_window : 0;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -38,6 +39,59 @@ __attribute__((target("avx2,fma"))) void negated_exp8(const T* g, float* out) {
     for (int k = 0; k < 8; ++k) v[k] = wide(g[k]);
     const __m256 x = _mm256_xor_ps(_mm256_load_ps(v), _mm256_set1_ps(-0.0f));  // -g, a sign flip
     _mm256_storeu_ps(out, exp8(x));
+}
+
+// 8 elements widened to fp32 (exact), and fp32 rounded to the element type as
+// narrow_to does (bf16: nearest even, a NaN becomes c10's 0x7FC0), for the AVX2 forms
+// of the row kernels. fp32 and bf16 only.
+template <typename T>
+__attribute__((target("avx2,fma"))) inline __m256 load8(const T* p) {
+    if constexpr (std::is_same_v<T, float>) {
+        return _mm256_loadu_ps(p);
+    } else {
+        static_assert(std::is_same_v<T, c10::BFloat16>);
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+}
+
+// v rounded to bf16, as 8 int32 lanes holding the 16 bits.
+__attribute__((target("avx2,fma"))) inline __m256i bf16_bits8(__m256 v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    return _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
+// v rounded to T and widened back: narrow_to then wide, on 8 lanes.
+template <typename T>
+__attribute__((target("avx2,fma"))) inline __m256 round8(__m256 v) {
+    if constexpr (std::is_same_v<T, float>) return v;
+    else return _mm256_castsi256_ps(_mm256_slli_epi32(bf16_bits8(v), 16));
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) inline void store8(T* p, __m256 v) {
+    if constexpr (std::is_same_v<T, float>) {
+        _mm256_storeu_ps(p, v);
+    } else {
+        const __m256i b = bf16_bits8(v);
+        const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+    }
+}
+
+// silu(g) * up for 8 elements of a row: the scalar loop's operations on 8 lanes (exp8 is
+// kev_exp; the division, the roundings and the product are IEEE's), so the same bits.
+// n8 groups of 8 elements of one row.
+template <typename T>
+__attribute__((target("avx2,fma"))) void silu_gate8(const T* g, const T* up, T* out, std::int64_t n8) {
+    for (std::int64_t k = 0; k < n8; ++k, g += 8, up += 8, out += 8) {
+        const __m256 gv = load8(g);
+        const __m256 ex = exp8(_mm256_xor_ps(gv, _mm256_set1_ps(-0.0f)));  // kev_exp(-g)
+        const __m256 act = round8<T>(_mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), ex)));
+        store8(out, _mm256_mul_ps(act, load8(up)));
+    }
 }
 
 // sum over i of a[i] * b[i], 8 partial sums (lane i % 8) and a fixed tree.
@@ -170,12 +224,25 @@ at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
         const T* gp = gu.data_ptr<T>();
         T* op = out.data_ptr<T>();
         const bool avx2 = row_kernels_avx2();
+        // fp16 takes the scalar loop's exp by 8s only (c10's fp16 rounding of a NaN is not
+        // the instruction's); fp32 and bf16 run whole on 8 lanes.
+        constexpr bool whole8 = !std::is_same_v<T, c10::Half>;
         at::parallel_for(0, S * I, 8192, [&](std::int64_t e0, std::int64_t e1) {
             float ex[8];  // kev_exp(-g), 8 at a time where they lie in one row
-            for (std::int64_t e = e0; e < e1;) {
-                const std::int64_t r = e / I, i = e % I;
+            // Row and column of e kept by steps (a division per 8 elements cost more than
+            // their arithmetic).
+            std::int64_t r = e0 / I, i = e0 % I;
+            for (std::int64_t e = e0; e < e1; i == I ? (++r, i = 0) : 0) {
                 const std::int64_t n = std::min<std::int64_t>({8, e1 - e, I - i});
                 const T* g = gp + r * 2 * I + i;
+                if constexpr (whole8) {
+                    if (avx2 && n == 8) {  // every whole 8 of this row within the range
+                        const std::int64_t n8 = std::min(e1 - e, I - i) / 8;
+                        silu_gate8(g, g + I, op + e, n8);
+                        e += 8 * n8, i += 8 * n8;
+                        continue;
+                    }
+                }
                 if (avx2 && n == 8) negated_exp8(g, ex);
                 else
                     for (std::int64_t k = 0; k < n; ++k) ex[k] = kev_exp(-wide(g[k]));
@@ -184,11 +251,31 @@ at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
                     const T act = narrow_to<T>(gv / (1.0f + ex[k]));
                     op[e + k] = narrow_to<T>(wide(act) * wide(g[I + k]));
                 }
-                e += n;
+                e += n, i += n;
             }
         });
     });
     return out;
+}
+
+void write_cache_rows(const at::Tensor& x, at::Tensor& cache, const std::vector<std::int64_t>& slots) {
+    if (x.dim() != 3 || cache.dim() != 3)
+        throw Error(ErrorCode::InvalidArgument, "write_cache_rows: x [S, KVH, D] and a cache [KVH, slots, D]");
+    const std::int64_t S = x.size(0), KVH = x.size(1), D = x.size(2);
+    if (cache.size(0) != KVH || cache.size(2) != D || !cache.is_contiguous() ||
+        x.stride(2) != 1 || x.scalar_type() != cache.scalar_type() || static_cast<std::int64_t>(slots.size()) != S)
+        throw Error(ErrorCode::InvalidArgument, "write_cache_rows: x [S, KVH, D] and a contiguous cache [KVH, slots, D] of its dtype");
+    const std::int64_t n = cache.size(1);
+    const std::size_t es = x.element_size(), bytes = static_cast<std::size_t>(D) * es;
+    const char* xp = static_cast<const char*>(x.data_ptr());
+    char* cp = static_cast<char*>(cache.data_ptr());
+    for (std::int64_t s = 0; s < S; ++s) {
+        const std::int64_t slot = slots[static_cast<std::size_t>(s)];
+        if (slot < 0 || slot >= n) throw Error(ErrorCode::InvalidArgument, "write_cache_rows: slot outside the cache");
+        for (std::int64_t h = 0; h < KVH; ++h)
+            std::memcpy(cp + static_cast<std::size_t>((h * n + slot) * D) * es,
+                        xp + static_cast<std::size_t>(s * x.stride(0) + h * x.stride(1)) * es, bytes);
+    }
 }
 
 at::Tensor gelu_tanh_gate_rows(const at::Tensor& gu_in) {

@@ -69,6 +69,10 @@ void apply_rope_rows(at::Tensor& x, const RopeTable& table);
 
 // gu [S, 2I] (gate | up) -> silu(gate) * up, [S, I], silu rounded to the dtype first.
 at::Tensor silu_gate_rows(const at::Tensor& gu);
+// x [S, KVH, D] (D contiguous) written into cache [KVH, slots, D] (contiguous, x's dtype)
+// at slot slots[s] for row s: the bytes as they are, what index_copy_ does without a
+// dispatch per call. Slots are checked against the cache.
+void write_cache_rows(const at::Tensor& x, at::Tensor& cache, const std::vector<std::int64_t>& slots);
 // The same with GELU's tanh form (Gemma's GeGLU): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))),
 // in fp32 per element with the C library's tanh, rounded to the dtype, then times up.
 at::Tensor gelu_tanh_gate_rows(const at::Tensor& gu);
