@@ -103,17 +103,6 @@ void head_scalar(const float* q, const T* kh, const T* vh, std::int64_t D, std::
 // ---- AVX2 (also what the avx512 and amx families run) ---------------------------------
 #define KEV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-template <typename T>
-KEV_AVX2 inline __m256 load8(const T* p) {
-    if constexpr (std::is_same_v<T, float>) {
-        return _mm256_loadu_ps(p);
-    } else {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-        if constexpr (std::is_same_v<T, c10::BFloat16>) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-        else return _mm256_cvtph_ps(h);
-    }
-}
-
 // tree8 of 8 keys' lane vectors at once: lane i of the result is tree8 of a[i]'s lanes,
 // the same additions in the same association (float addition commutes, so which operand
 // comes first does not matter): halves, then (q0 + q2) beside (q1 + q3), then their sum.

@@ -1,9 +1,26 @@
-// kev_exp (rowwise.h) on 8 lanes for the AVX2 row kernels (attention, the SiLU gate).
+// 8-lane pieces of the AVX2 row kernels (attention, the SiLU gate): kev_exp (rowwise.h)
+// and the exact widening of 8 fp32 / bf16 / fp16 elements.
 #pragma once
 
+#include <type_traits>
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <immintrin.h>
 
 namespace kev {
+
+// 8 elements of p widened to fp32 (exact for each type).
+template <typename T>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const T* p) {
+    if constexpr (std::is_same_v<T, float>) {
+        return _mm256_loadu_ps(p);
+    } else {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        if constexpr (std::is_same_v<T, c10::BFloat16>) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        else return _mm256_cvtph_ps(h);
+    }
+}
 
 // kev_exp on 8 lanes: the same operations in the same order (no FMA), so the same bits.
 __attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {

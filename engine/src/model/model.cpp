@@ -263,15 +263,14 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     const std::int64_t qs = c.q_size(), kvs = c.kv_size();
 
     const at::Tensor tokens = from_vector(b.tokens, dev);    // [S]
-    const at::Tensor slots = from_vector(b.slots, dev);      // [S]
     // Where ringed layers keep the rows (the same slots when the cache keeps no rings).
-    at::Tensor ring_slots;
-    std::vector<std::int64_t> ring_slot_list;  // the same on the CPU, where rows are written directly
-    for (std::int64_t l = 0; rings && l < c.num_layers && !ring_slots.defined(); ++l)
-        if (cache.ringed(l)) {
-            ring_slot_list = cache.storage_slots(l, b.slots);
-            ring_slots = from_vector(ring_slot_list, dev);
-        }
+    // The CPU writes rows to the cache from these lists; other devices index by tensors.
+    const bool cpu = device_ == Device::Cpu;
+    std::vector<std::int64_t> ring_slot_list;
+    for (std::int64_t l = 0; rings && l < c.num_layers && ring_slot_list.empty(); ++l)
+        if (cache.ringed(l)) ring_slot_list = cache.storage_slots(l, b.slots);
+    const at::Tensor slots = cpu ? at::Tensor() : from_vector(b.slots, dev);                   // [S]
+    const at::Tensor ring_slots = cpu || ring_slot_list.empty() ? at::Tensor() : from_vector(ring_slot_list, dev);
     const at::Tensor positions = from_vector(b.positions, dev);
     // Dense path: one mask over slots [0, K) for every row.
     // Run path (prefill with `reads`): rows that continue one another (consecutive
@@ -287,7 +286,6 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     // On the CPU every row that reads by spans goes to the row kernel (attention_rows.cpp):
     // a row's attention then depends only on its query and its slots, never on how its
     // card's prompt is cut into calls or on the pack around it. Other devices: SDPA per run.
-    const bool cpu = device_ == Device::Cpu;
     const bool rows_kernel = by_reads && cpu;
     std::vector<Run> runs;
     if (by_reads && !cpu) {

@@ -41,20 +41,9 @@ __attribute__((target("avx2,fma"))) void negated_exp8(const T* g, float* out) {
     _mm256_storeu_ps(out, exp8(x));
 }
 
-// 8 elements widened to fp32 (exact), and fp32 rounded to the element type as
-// narrow_to does (bf16: nearest even, a NaN becomes c10's 0x7FC0), for the AVX2 forms
-// of the row kernels. fp32 and bf16 only.
-template <typename T>
-__attribute__((target("avx2,fma"))) inline __m256 load8(const T* p) {
-    if constexpr (std::is_same_v<T, float>) {
-        return _mm256_loadu_ps(p);
-    } else {
-        static_assert(std::is_same_v<T, c10::BFloat16>);
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    }
-}
-
+// fp32 rounded to the element type as narrow_to does (bf16: nearest even, a NaN becomes
+// c10's 0x7FC0), for the AVX2 forms of the row kernels; loads widen by exp8.h's load8.
+// fp32 and bf16 only.
 // v rounded to bf16, as 8 int32 lanes holding the 16 bits.
 __attribute__((target("avx2,fma"))) inline __m256i bf16_bits8(__m256 v) {
     const __m256i u = _mm256_castps_si256(v);
@@ -85,7 +74,7 @@ __attribute__((target("avx2,fma"))) inline void store8(T* p, __m256 v) {
 // kev_exp; the division, the roundings and the product are IEEE's), so the same bits.
 // n8 groups of 8 elements of one row.
 template <typename T>
-__attribute__((target("avx2,fma"))) void silu_gate8(const T* g, const T* up, T* out, std::int64_t n8) {
+__attribute__((target("avx2,fma,f16c"))) void silu_gate8(const T* g, const T* up, T* out, std::int64_t n8) {
     for (std::int64_t k = 0; k < n8; ++k, g += 8, up += 8, out += 8) {
         const __m256 gv = load8(g);
         const __m256 ex = exp8(_mm256_xor_ps(gv, _mm256_set1_ps(-0.0f)));  // kev_exp(-g)
@@ -228,30 +217,30 @@ at::Tensor silu_gate_rows(const at::Tensor& gu_in) {
         // the instruction's); fp32 and bf16 run whole on 8 lanes.
         constexpr bool whole8 = !std::is_same_v<T, c10::Half>;
         at::parallel_for(0, S * I, 8192, [&](std::int64_t e0, std::int64_t e1) {
-            float ex[8];  // kev_exp(-g), 8 at a time where they lie in one row
-            // Row and column of e kept by steps (a division per 8 elements cost more than
-            // their arithmetic).
-            std::int64_t r = e0 / I, i = e0 % I;
-            for (std::int64_t e = e0; e < e1; i == I ? (++r, i = 0) : 0) {
-                const std::int64_t n = std::min<std::int64_t>({8, e1 - e, I - i});
-                const T* g = gp + r * 2 * I + i;
+            float ex[8];  // kev_exp(-g), 8 at a time within a row
+            for (std::int64_t r = e0 / I; r * I < e1; ++r) {  // the rows the range touches
+                const std::int64_t i1 = std::min(e1 - r * I, I);
+                const T* g = gp + r * 2 * I;
+                T* o = op + r * I;
+                std::int64_t i = std::max<std::int64_t>(e0 - r * I, 0);
                 if constexpr (whole8) {
-                    if (avx2 && n == 8) {  // every whole 8 of this row within the range
-                        const std::int64_t n8 = std::min(e1 - e, I - i) / 8;
-                        silu_gate8(g, g + I, op + e, n8);
-                        e += 8 * n8, i += 8 * n8;
-                        continue;
+                    if (avx2) {
+                        const std::int64_t n8 = (i1 - i) / 8;
+                        silu_gate8(g + i, g + I + i, o + i, n8);
+                        i += 8 * n8;
                     }
                 }
-                if (avx2 && n == 8) negated_exp8(g, ex);
-                else
-                    for (std::int64_t k = 0; k < n; ++k) ex[k] = kev_exp(-wide(g[k]));
-                for (std::int64_t k = 0; k < n; ++k) {
-                    const float gv = wide(g[k]);
-                    const T act = narrow_to<T>(gv / (1.0f + ex[k]));
-                    op[e + k] = narrow_to<T>(wide(act) * wide(g[I + k]));
+                for (; i < i1; i += 8) {
+                    const std::int64_t n = std::min<std::int64_t>(8, i1 - i);
+                    if (avx2 && n == 8) negated_exp8(g + i, ex);
+                    else
+                        for (std::int64_t k = 0; k < n; ++k) ex[k] = kev_exp(-wide(g[i + k]));
+                    for (std::int64_t k = 0; k < n; ++k) {
+                        const float gv = wide(g[i + k]);
+                        const T act = narrow_to<T>(gv / (1.0f + ex[k]));
+                        o[i + k] = narrow_to<T>(wide(act) * wide(g[I + i + k]));
+                    }
                 }
-                e += n, i += n;
             }
         });
     });
