@@ -62,8 +62,26 @@ if ((${#missing[@]})); then
     SUDO="sudo"
   fi
   say "installing Debian packages: ${missing[*]}"
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Another apt (an unattended upgrade after boot, a second set-up) may hold apt's locks:
+  # wait for it, up to 10 minutes, instead of failing. `apt-get update` does not wait on
+  # its lists lock by itself, DPkg::Lock::Timeout covers only dpkg's.
+  apt_waiting() {
+    local log rc
+    log="$(mktemp)"
+    for _ in $(seq 60); do
+      rc=0
+      "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+      if ((rc == 0)); then rm -f "$log"; return 0; fi
+      grep -q "Could not get lock" "$log" || break
+      say "apt is busy in another process; trying again in 10 s"
+      sleep 10
+    done
+    rm -f "$log"
+    return "$rc"
+  }
+  apt_waiting $SUDO apt-get -o DPkg::Lock::Timeout=600 update -q
+  apt_waiting $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+    --no-install-recommends "${missing[@]}"
 else
   say "Debian packages: all present"
 fi
