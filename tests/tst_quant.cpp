@@ -739,13 +739,17 @@ private Q_SLOTS:
         for (std::int64_t b = 0; b < rows * cols / 32; ++b) bytes.insert(bytes.end(), block.begin(), block.end());
         const kev::QuantMatrix q =
             kev::interleave_rows16(kev::quant_from_ggml(f, bytes.data(), bytes.size(), rows, cols));
-        at::Tensor x = at::ones({4, cols});
+        // 6 rows: more than one AVX2 pass takes (4 rows), so a pass of 4 and one of 2 meet
+        // these sums, as well as the single pass of the first 4 rows alone.
+        at::Tensor x = at::ones({6, cols});
         x[1].fill_(-1.0f);
         x[2].fill_(-3.5f);  // any one magnitude quantizes to 127
         x[3].fill_(0.25f);
+        x[4].fill_(-0.5f);
+        x[5].fill_(2.0f);
         const double per = q41 ? 15.5 : 7.0;  // one weight's value
         const at::Tensor scalar = kev::quant_int8_linear(x, q, at::Tensor(), kev::Int8Kernel::Scalar);
-        for (int m = 0; m < 4; ++m) {  // every output of the row
+        for (int m = 0; m < 6; ++m) {  // every output of the row
             const double want = per * cols * x[m][0].item<double>();
             const double off = (scalar[m].to(at::kDouble) - want).abs().max().item<double>();
             QVERIFY2(off <= 1e-6 * std::abs(want), qPrintable(QString("row %1: %2 off %3").arg(m).arg(off).arg(want)));
@@ -757,6 +761,8 @@ private Q_SLOTS:
                 continue;
             }
             QVERIFY2(at::equal(kev::quant_int8_linear(x, q, at::Tensor(), k), scalar), kev::to_string(k));
+            QVERIFY2(at::equal(kev::quant_int8_linear(x.narrow(0, 0, 4), q, at::Tensor(), k), scalar.narrow(0, 0, 4)),
+                     kev::to_string(k));
             ++ran;
         }
         qInfo("%d SIMD path(s) compared with the scalar twin", ran);

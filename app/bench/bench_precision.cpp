@@ -332,6 +332,22 @@ kev::QuantMatrix random_q4_k(std::int64_t rows, std::int64_t cols) {
     return kev::quant_from_ggml(kev::QuantFormat::Q4_K, bytes.data(), bytes.size(), rows, cols);
 }
 
+// Random ggml Q4_0 (18-byte blocks: fp16 d, 16 bytes of nibbles) or Q4_1 (20 bytes: d, m,
+// then the nibbles) blocks [rows, cols]: random codes, a small finite d (and m).
+kev::QuantMatrix random_q4_0_or_1(kev::QuantFormat format, std::int64_t rows, std::int64_t cols) {
+    std::mt19937 rng(7);
+    const int block = format == kev::QuantFormat::Q4_1 ? 20 : 18, halves = block == 20 ? 2 : 1;
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 32 * block));
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    for (std::size_t at = 0; at < bytes.size(); at += static_cast<std::size_t>(block))
+        for (int h = 0; h < halves; ++h) {
+            const std::uint16_t v = c10::Half(0.001f * static_cast<float>(1 + rng() % 9)).x;
+            bytes[at + 2 * h] = static_cast<std::uint8_t>(v & 0xff);
+            bytes[at + 2 * h + 1] = static_cast<std::uint8_t>(v >> 8);
+        }
+    return kev::quant_from_ggml(format, bytes.data(), bytes.size(), rows, cols);
+}
+
 // Random ggml Q6_K blocks [rows, cols] (cols a multiple of 256): random codes and scales,
 // a small finite d (the last two bytes of each 210-byte block).
 kev::QuantMatrix random_q6_k(std::int64_t rows, std::int64_t cols) {
@@ -348,8 +364,9 @@ kev::QuantMatrix random_q6_k(std::int64_t rows, std::int64_t cols) {
 
 // One matrix, every kernel path, M = 1..16: best time per call and the weight bytes it
 // streams per second (what bounds the decode step). bf16 at::linear for comparison.
-// --format nf4 (the default), q8_0 (the byte kernels), q4_k or q6_k (cols a multiple of
-// 256), each also in the int8 layout.
+// --format nf4 (the default), q4_0 or q4_1 (random blocks), q8_0 (the byte kernels), q4_k or
+// q6_k (cols a multiple of 256), each also in the int8 layout. Prompt-sized M (128, 512)
+// time the int8 kernel's passes of several rows.
 int run_q4kernel(const Args& args) {
     std::int64_t rows = 9728, cols = 896;  // the 0.5B model's fused gate|up
     std::vector<int> ms{1, 4, 8, 16};
@@ -372,11 +389,15 @@ int run_q4kernel(const Args& args) {
     c10::InferenceMode guard;
     const at::Tensor w = at::randn({rows, cols}) * 0.02;  // [rows, cols]
     const bool kquant = format == "q4_k" || format == "q6_k";
-    if ((format != "nf4" && format != "q8_0" && !kquant) || (kquant && cols % 256 != 0)) {
-        std::fprintf(stderr, "kev-bench q4kernel: --format must be nf4, q8_0, q4_k or q6_k (K-quants: --cols a multiple of 256)\n");
+    const bool q4_01 = format == "q4_0" || format == "q4_1";
+    if ((format != "nf4" && format != "q8_0" && !kquant && !q4_01) || (kquant && cols % 256 != 0) || cols % 32 != 0) {
+        std::fprintf(stderr, "kev-bench q4kernel: --format must be nf4, q4_0, q4_1, q8_0, q4_k or q6_k (--cols a multiple "
+                             "of 32, of 256 for K-quants)\n");
         return 2;
     }
     const kev::QuantMatrix q = format == "q8_0"   ? q8_0_of(w)
+                               : format == "q4_0" ? random_q4_0_or_1(kev::QuantFormat::Q4_0, rows, cols)
+                               : format == "q4_1" ? random_q4_0_or_1(kev::QuantFormat::Q4_1, rows, cols)
                                : format == "q4_k" ? random_q4_k(rows, cols)
                                : format == "q6_k" ? random_q6_k(rows, cols)
                                                   : kev::quantize_nf4(w);
@@ -429,7 +450,7 @@ int run_q4kernel(const Args& args) {
 }  // namespace
 
 KEV_BENCH("q4kernel", "the 4-bit kernel paths vs bf16 linear on one matrix [--rows 9728 --cols 896 --m 1,4,8,16 --reps 50 "
-                      "--format nf4|q8_0|q4_k|q6_k]",
+                      "--format nf4|q4_0|q4_1|q8_0|q4_k|q6_k]",
           run_q4kernel);
 KEV_BENCH("precision", "weight memory and decode tok/s per precision --model PATH [--precisions fp32,bf16,4bit,nf4] "
                        "[--n 1,4,8,16] [--prompt 32] [--gen 64] [--reps 3] [--out PREFIX]",
