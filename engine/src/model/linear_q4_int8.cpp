@@ -503,7 +503,7 @@ KEV_AVX2I void groups_avx2(const QuantMatrix& w, const CodeBytes& cb, const Int8
                             // 24 of them on the stack (llvm-mca, Zen 3: 50 cycles a slice, the
                             // load/store pipes full; 35.5 with it). The sums are exact either way.
                             // kev-bench q4kernel, Q4_0 9728 x 896, 2 threads, Zen 3: 128 rows
-                            // 154-160 G multiply-adds a second against 87-121, 16 rows 154-157
+                            // 114-160 G multiply-adds a second against 87-121, 16 rows 108-157
                             // against 68-83.
                             __asm__("" : "+x"(s16[m]));
                             continue;
