@@ -317,49 +317,30 @@ kev::QuantMatrix q8_0_of(const at::Tensor& w) {
     return kev::quant_from_ggml(kev::QuantFormat::Q8_0, bytes.data(), bytes.size(), rows, cols);
 }
 
-// Random ggml Q4_K blocks [rows, cols] (cols a multiple of 256): random codes and 6-bit
-// factors, small finite d and dmin. Speed does not depend on the values.
-kev::QuantMatrix random_q4_k(std::int64_t rows, std::int64_t cols) {
+// Random ggml blocks [rows, cols] of a format whose codes can be any bytes: Q4_0, Q4_1,
+// Q4_K or Q6_K (cols a multiple of 32, of 256 for the K-quants). Random codes and factors,
+// and a small finite fp16 at each of the block's scale offsets (d; Q4_1 also m; Q4_K d and
+// dmin; Q6_K d, its last two bytes). Speed does not depend on the values.
+kev::QuantMatrix random_blocks(kev::QuantFormat format, std::int64_t rows, std::int64_t cols) {
+    struct Layout {
+        std::int64_t elems, bytes;
+        std::vector<std::size_t> fp16_at;
+        float unit;
+    };
+    const Layout l = format == kev::QuantFormat::Q4_0   ? Layout{32, 18, {0}, 0.001f}
+                     : format == kev::QuantFormat::Q4_1 ? Layout{32, 20, {0, 2}, 0.001f}
+                     : format == kev::QuantFormat::Q4_K ? Layout{256, 144, {0, 2}, 0.001f}
+                                                        : Layout{256, 210, {208}, 0.0001f};  // Q6_K
     std::mt19937 rng(7);
-    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 256 * 144));
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / l.elems * l.bytes));
     for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-    for (std::size_t at = 0; at < bytes.size(); at += 144)
-        for (int h = 0; h < 2; ++h) {
-            const std::uint16_t v = c10::Half(0.001f * static_cast<float>(1 + rng() % 9)).x;
-            bytes[at + 2 * h] = static_cast<std::uint8_t>(v & 0xff);
-            bytes[at + 2 * h + 1] = static_cast<std::uint8_t>(v >> 8);
-        }
-    return kev::quant_from_ggml(kev::QuantFormat::Q4_K, bytes.data(), bytes.size(), rows, cols);
-}
-
-// Random ggml Q4_0 (18-byte blocks: fp16 d, 16 bytes of nibbles) or Q4_1 (20 bytes: d, m,
-// then the nibbles) blocks [rows, cols]: random codes, a small finite d (and m).
-kev::QuantMatrix random_q4_0_or_1(kev::QuantFormat format, std::int64_t rows, std::int64_t cols) {
-    std::mt19937 rng(7);
-    const int block = format == kev::QuantFormat::Q4_1 ? 20 : 18, halves = block == 20 ? 2 : 1;
-    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 32 * block));
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-    for (std::size_t at = 0; at < bytes.size(); at += static_cast<std::size_t>(block))
-        for (int h = 0; h < halves; ++h) {
-            const std::uint16_t v = c10::Half(0.001f * static_cast<float>(1 + rng() % 9)).x;
-            bytes[at + 2 * h] = static_cast<std::uint8_t>(v & 0xff);
-            bytes[at + 2 * h + 1] = static_cast<std::uint8_t>(v >> 8);
+    for (std::size_t at = 0; at < bytes.size(); at += static_cast<std::size_t>(l.bytes))
+        for (const std::size_t off : l.fp16_at) {
+            const std::uint16_t v = c10::Half(l.unit * static_cast<float>(1 + rng() % 9)).x;
+            bytes[at + off] = static_cast<std::uint8_t>(v & 0xff);
+            bytes[at + off + 1] = static_cast<std::uint8_t>(v >> 8);
         }
     return kev::quant_from_ggml(format, bytes.data(), bytes.size(), rows, cols);
-}
-
-// Random ggml Q6_K blocks [rows, cols] (cols a multiple of 256): random codes and scales,
-// a small finite d (the last two bytes of each 210-byte block).
-kev::QuantMatrix random_q6_k(std::int64_t rows, std::int64_t cols) {
-    std::mt19937 rng(7);
-    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 256 * 210));
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-    for (std::size_t at = 0; at < bytes.size(); at += 210) {
-        const std::uint16_t v = c10::Half(0.0001f * static_cast<float>(1 + rng() % 9)).x;
-        bytes[at + 208] = static_cast<std::uint8_t>(v & 0xff);
-        bytes[at + 209] = static_cast<std::uint8_t>(v >> 8);
-    }
-    return kev::quant_from_ggml(kev::QuantFormat::Q6_K, bytes.data(), bytes.size(), rows, cols);
 }
 
 // One matrix, every kernel path, M = 1..16: best time per call and the weight bytes it
@@ -396,10 +377,10 @@ int run_q4kernel(const Args& args) {
         return 2;
     }
     const kev::QuantMatrix q = format == "q8_0"   ? q8_0_of(w)
-                               : format == "q4_0" ? random_q4_0_or_1(kev::QuantFormat::Q4_0, rows, cols)
-                               : format == "q4_1" ? random_q4_0_or_1(kev::QuantFormat::Q4_1, rows, cols)
-                               : format == "q4_k" ? random_q4_k(rows, cols)
-                               : format == "q6_k" ? random_q6_k(rows, cols)
+                               : format == "q4_0" ? random_blocks(kev::QuantFormat::Q4_0, rows, cols)
+                               : format == "q4_1" ? random_blocks(kev::QuantFormat::Q4_1, rows, cols)
+                               : format == "q4_k" ? random_blocks(kev::QuantFormat::Q4_K, rows, cols)
+                               : format == "q6_k" ? random_blocks(kev::QuantFormat::Q6_K, rows, cols)
                                                   : kev::quantize_nf4(w);
     const kev::QuantMatrix qi = rows % 16 == 0 ? kev::interleave_rows16(q) : q;  // the int8 kernel's layout
     const at::Tensor wb = w.to(at::kBFloat16);
