@@ -119,7 +119,7 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
                         {"chat_format", chat.empty() ? nlohmann::json(nullptr) : nlohmann::json(chat)},
                         {"engine", {{"kev", engine.kev_version}, {"libtorch", engine.torch_version},
                                     {"cpu", engine.cpu_capability}, {"threads", engine.cpu_threads},
-                                    {"cuda", engine.cuda_available}}}};
+                                    {"cuda", engine.cuda_available}, {"cuda_libraries", engine.cuda_libraries}}}};
     if (!chat_note.empty()) j["chat_note"] = chat_note;
     j["loads"] = {{"precision", loaded.precision}, {"seconds", loaded.seconds}};
     nlohmann::json kernels = nlohmann::json::object();
@@ -155,6 +155,7 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
     std::printf("engine       kev %s, libtorch %s, cpu %s, %d threads, cuda %s\n", engine.kev_version.c_str(),
                 engine.torch_version.c_str(), engine.cpu_capability.c_str(), engine.cpu_threads,
                 engine.cuda_available ? "yes" : "no");
+    std::printf("cuda libs    %s\n", engine.cuda_libraries.c_str());
     std::printf("precision    auto = %s (%s)\n", automatic.name.c_str(), automatic.why.c_str());
     std::printf("loads        yes, as %s in %.1f s\n", loaded.precision.c_str(), loaded.seconds);
     for (const auto& [what, kernel] : kev::kernel_paths()) std::printf("kernel       %-25s %s\n", (what + ":").c_str(), kernel.c_str());

@@ -1,49 +1,31 @@
-// libtorch's CUDA allocator figures (kev/engine_info.h). Its header needs the CUDA
-// toolkit's, so this reads them only in builds with the CUDA kernels.
+// libtorch's CUDA allocator figures (kev/engine_info.h), read through Kev's CUDA module
+// (cuda/plugin.h): only builds with the CUDA kernels have them.
 #include "kev/engine_info.h"
 
 #include <algorithm>
 
-#if defined(KEV_CUDA_KERNELS)
-#include <ATen/Context.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
+#include "cuda/plugin.h"
+#include "cuda_runtime.h"
 
 namespace kev {
 
-#if defined(KEV_CUDA_KERNELS)
-namespace {
-// The caching allocator has no device table until libtorch's CUDA state is set up (the
-// first CUDA tensor does it); asked before, it throws "Invalid device argument" (seen on
-// an H200 when the VRAM figures were read before the model was loaded).
-void cuda_ready() { at::globalContext().lazyInitDevice(c10::DeviceType::CUDA); }
-}  // namespace
-#endif
-
 std::optional<CudaAllocatorMemory> cuda_allocator_memory() {
-#if defined(KEV_CUDA_KERNELS)
     if (!engine_info().cuda_available) return std::nullopt;
-    cuda_ready();
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
-    const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    const cuda::Plugin* plugin = cuda_plugin();
+    if (plugin == nullptr) return std::nullopt;
+    cuda::AllocatorStats stats;
+    plugin->allocator_stats(0, &stats);
     CudaAllocatorMemory m;
-    m.allocated_bytes = stats.allocated_bytes[all].current;
-    m.reserved_bytes = stats.reserved_bytes[all].current;
-    m.peak_allocated_bytes = stats.allocated_bytes[all].peak;
-    m.peak_reserved_bytes = stats.reserved_bytes[all].peak;
+    m.allocated_bytes = stats.allocated;
+    m.reserved_bytes = stats.reserved;
+    m.peak_allocated_bytes = stats.peak_allocated;
+    m.peak_reserved_bytes = stats.peak_reserved;
     return m;
-#else
-    return std::nullopt;
-#endif
 }
 
 void reset_cuda_peak_memory() {
-#if defined(KEV_CUDA_KERNELS)
-    if (engine_info().cuda_available) {
-        cuda_ready();
-        c10::cuda::CUDACachingAllocator::resetPeakStats(0);
-    }
-#endif
+    if (!engine_info().cuda_available) return;
+    if (const cuda::Plugin* plugin = cuda_plugin()) plugin->reset_peak_stats(0);
 }
 
 std::optional<VramBreakdown> vram_breakdown(long long weight_bytes, long long kv_cache_bytes) {

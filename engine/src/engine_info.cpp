@@ -13,6 +13,8 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include "cuda_runtime.h"
+
 namespace kev {
 
 // ATen's parallel_for is a header template whose threads come from `#pragma omp
@@ -36,13 +38,16 @@ EngineInfo engine_info() {
     info.torch_version = TORCH_VERSION;
     info.cpu_capability = at::get_cpu_capability();
     info.cpu_threads = at::get_num_threads();
-    info.cuda_available = torch::cuda::is_available();
+    // libtorch's CUDA library is opened here, the first time (cuda_runtime.h): without
+    // it libtorch knows no CUDA device.
+    info.cuda_available = load_cuda_runtime() && torch::cuda::is_available();
     info.cuda_device_count = info.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
+    info.cuda_libraries = cuda_runtime_status();
     return info;
 }
 
 std::optional<DeviceMemory> cuda_memory() {
-    if (!torch::cuda::is_available()) return std::nullopt;
+    if (!engine_info().cuda_available) return std::nullopt;
     // cudaMemGetInfo from the CUDA runtime libtorch already loaded: looked up at run time
     // so the engine builds without CUDA headers (see the top-level CMakeLists.txt).
     using MemGetInfo = int (*)(std::size_t*, std::size_t*);

@@ -16,9 +16,21 @@ struct EngineInfo {
     int cpu_threads = 0;           // intra-op threads libtorch uses
     bool cuda_available = false;   // libtorch has CUDA and a device is present
     int cuda_device_count = 0;
+    // Whether libtorch's CUDA libraries were opened, and why not (they are opened only
+    // where NVIDIA's driver is present; the engine links libtorch's CPU part alone).
+    std::string cuda_libraries;
 };
 
 EngineInfo engine_info();
+
+// engine_info() opens libtorch's CUDA libraries, the first time, where NVIDIA's driver is
+// present (EngineInfo::cuda_libraries says what it did). This opens them without that
+// check, for tests of the opening itself: they load without a driver, only a device
+// needs one. True when libtorch's CUDA library is loaded.
+bool open_cuda_libraries_without_driver();
+// Whether Kev's CUDA module (libkev_cuda.so, in builds with the CUDA kernels) is loaded
+// with every entry of its table.
+bool cuda_kernels_loaded();
 
 // How many threads one parallel loop of Kev's own kernels runs on, counted by running
 // one: it should equal EngineInfo::cpu_threads (1 means the engine was built without

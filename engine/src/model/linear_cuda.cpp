@@ -12,11 +12,8 @@
 #include "kev/error.h"
 #include "kev/quant.h"
 
-#if defined(KEV_CUDA_KERNELS)
-#include <c10/cuda/CUDAStream.h>
-
-#include "cuda/linear_kernels.h"
-#endif
+#include "cuda/plugin.h"
+#include "cuda_runtime.h"
 
 namespace kev {
 
@@ -45,18 +42,19 @@ bool cuda_dense_tiles_apply(const at::Tensor& x, const at::Tensor& weight) {
 
 at::Tensor cuda_dense_tiles(const at::Tensor& x_in, const at::Tensor& weight_in, const at::Tensor& bias) {
 #if defined(KEV_CUDA_KERNELS)
+    const cuda::Plugin* plugin = cuda_plugin();
+    if (plugin == nullptr) throw Error(ErrorCode::Unsupported, "dense CUDA tiles: " + cuda_runtime_status());
     const at::Tensor x = x_in.contiguous(), w = weight_in.contiguous();
     const std::int64_t M = x.size(0), N = w.size(0), K = w.size(1);
     const at::TensorOptions f32 = x.options().dtype(at::kFloat);
     at::Tensor y = at::empty({M, N}, f32);
-    const std::int64_t np = cuda::dense_tile_partials_floats(N, K, M);
+    const std::int64_t np = plugin->dense_tile_partials_floats(N, K, M);
     at::Tensor partials = np > 0 ? at::empty({np}, f32) : at::Tensor();
     const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : bias;
-    const char* err = cuda::dense_linear_tiles(
+    const char* err = plugin->dense_linear_tiles(
         w.data_ptr(), N, K, x.data_ptr(), x.scalar_type() == at::kHalf ? cuda::Act::F16 : cuda::Act::BF16, M,
         b.defined() ? b.data_ptr<float>() : nullptr, y.data_ptr<float>(),
-        partials.defined() ? partials.data_ptr<float>() : nullptr,
-        c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+        partials.defined() ? partials.data_ptr<float>() : nullptr, plugin->current_stream(x.device().index()));
     if (err) throw Error(ErrorCode::Unsupported, std::string("dense CUDA kernel: ") + err);
     return y;
 #else

@@ -12,11 +12,8 @@
 #include "model/q4_order.h"
 #include "model/quant_cuda.h"
 
-#if defined(KEV_CUDA_KERNELS)
-#include <c10/cuda/CUDAStream.h>
-
-#include "cuda/linear_kernels.h"
-#endif
+#include "cuda/plugin.h"
+#include "cuda_runtime.h"
 
 namespace kev {
 
@@ -33,7 +30,9 @@ QuantMatrix quant_to_cuda(QuantMatrix q) {
         throw Error(ErrorCode::Unsupported,
                     "4-bit on CUDA: this build has no CUDA kernels (nvcc was not found when it was configured)");
     if (!engine_info().cuda_available)
-        throw Error(ErrorCode::Unsupported, "4-bit on CUDA: this libtorch has no CUDA or no CUDA device is present");
+        throw Error(ErrorCode::Unsupported, "4-bit on CUDA: this libtorch has no CUDA or no CUDA device is present (" +
+                                                cuda_runtime_status() + ")");
+    if (cuda_plugin() == nullptr) throw Error(ErrorCode::Unsupported, "4-bit on CUDA: " + cuda_runtime_status());
     if (q.on_cuda()) return q;
     if (q.format == QuantFormat::Q4_K || q.byte_codes())
         throw Error(ErrorCode::Unsupported, std::string("4-bit on CUDA: ") + to_string(q.format) +
@@ -93,6 +92,8 @@ at::Tensor quant_linear_fixed_order(const at::Tensor& x_in, const QuantMatrix& q
 at::Tensor quant_cuda_linear(const at::Tensor& x_in, const QuantMatrix& q, const at::Tensor& bias) {
 #if defined(KEV_CUDA_KERNELS)
     if (!q.on_cuda()) throw Error(ErrorCode::InvalidArgument, "4-bit on CUDA: the weight's blocks are in host memory");
+    const cuda::Plugin* plugin = cuda_plugin();
+    if (plugin == nullptr) throw Error(ErrorCode::Unsupported, "4-bit on CUDA: " + cuda_runtime_status());
     const at::ScalarType st = x_in.scalar_type();
     const at::Tensor x = (st == at::kFloat || st == at::kHalf || st == at::kBFloat16 ? x_in : x_in.to(at::kFloat))
                              .contiguous();
@@ -112,12 +113,12 @@ at::Tensor quant_cuda_linear(const at::Tensor& x_in, const QuantMatrix& q, const
     const at::TensorOptions f32 = x.options().dtype(at::kFloat);
     at::Tensor y = at::empty({M, q.rows}, f32);
     const bool tiles = act != cuda::Act::F32 && cuda_q4_form() == CudaQ4Form::Tiles;
-    const std::int64_t np = cuda::q4_partials_floats(v, M, tiles);
+    const std::int64_t np = plugin->q4_partials_floats(v, M, tiles);
     at::Tensor partials = np > 0 ? at::empty({np}, f32) : at::Tensor();
     const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : bias;
-    const char* err = cuda::q4_linear(v, x.data_ptr(), act, M, b.defined() ? b.data_ptr<float>() : nullptr,
-                                      y.data_ptr<float>(), partials.defined() ? partials.data_ptr<float>() : nullptr,
-                                      c10::cuda::getCurrentCUDAStream(x.device().index()).stream(), tiles);
+    const char* err = plugin->q4_linear(v, x.data_ptr(), act, M, b.defined() ? b.data_ptr<float>() : nullptr,
+                                        y.data_ptr<float>(), partials.defined() ? partials.data_ptr<float>() : nullptr,
+                                        plugin->current_stream(x.device().index()), tiles);
     if (err) throw Error(ErrorCode::Unsupported, std::string("4-bit CUDA kernel: ") + err);
     return y;
 #else
