@@ -1,6 +1,7 @@
 // libtorch's CUDA library and Kev's CUDA module, opened on demand (cuda_runtime.h).
 #include "cuda_runtime.h"
 
+#include <atomic>
 #include <mutex>
 #include <dlfcn.h>
 
@@ -13,11 +14,13 @@ namespace kev {
 
 namespace {
 
+// Written under runtime_mutex(); tried, loaded and plugin are also read without it (the
+// GPU's linear layers ask for the plugin on every call).
 struct Runtime {
-    bool tried = false;
-    bool loaded = false;
+    std::atomic<bool> tried{false};
+    std::atomic<bool> loaded{false};
     std::string status = "not tried";
-    const cuda::Plugin* plugin = nullptr;
+    std::atomic<const cuda::Plugin*> plugin{nullptr};
 };
 
 std::mutex& runtime_mutex() {
@@ -45,7 +48,6 @@ std::string last_dl_error() {
 }
 
 void open_libraries(Runtime& r, bool check_driver) {
-    r.tried = true;
     // Without NVIDIA's driver no device can run: do not load some 350 MB of libraries
     // to learn it. (The driver library stays loaded; libtorch's CUDA runtime opens it anyway.)
     if (check_driver && ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr) {
@@ -84,16 +86,23 @@ void open_libraries(Runtime& r, bool check_driver) {
 }  // namespace
 
 bool load_cuda_runtime() {
-    std::lock_guard<std::mutex> lock(runtime_mutex());
     Runtime& r = runtime();
-    if (!r.tried) open_libraries(r, true);
+    if (r.tried) return r.loaded;
+    std::lock_guard<std::mutex> lock(runtime_mutex());
+    if (!r.tried) {
+        open_libraries(r, true);
+        r.tried = true;  // last: readers without the lock then see the whole answer
+    }
     return r.loaded;
 }
 
 bool open_cuda_libraries_without_driver() {
     std::lock_guard<std::mutex> lock(runtime_mutex());
     Runtime& r = runtime();
-    if (!r.loaded) open_libraries(r, false);
+    if (!r.loaded) {
+        open_libraries(r, false);
+        r.tried = true;
+    }
     return r.loaded;
 }
 
@@ -102,10 +111,7 @@ std::string cuda_runtime_status() {
     return runtime().status;
 }
 
-const cuda::Plugin* cuda_plugin() {
-    std::lock_guard<std::mutex> lock(runtime_mutex());
-    return runtime().plugin;
-}
+const cuda::Plugin* cuda_plugin() { return runtime().plugin; }
 
 bool cuda_kernels_loaded() {
     const cuda::Plugin* p = cuda_plugin();

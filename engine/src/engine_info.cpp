@@ -47,7 +47,7 @@ EngineInfo engine_info() {
 }
 
 std::optional<DeviceMemory> cuda_memory() {
-    if (!engine_info().cuda_available) return std::nullopt;
+    if (!load_cuda_runtime() || !torch::cuda::is_available()) return std::nullopt;
     // cudaMemGetInfo from the CUDA runtime libtorch already loaded: looked up at run time
     // so the engine builds without CUDA headers (see the top-level CMakeLists.txt).
     using MemGetInfo = int (*)(std::size_t*, std::size_t*);
