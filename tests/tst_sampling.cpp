@@ -245,6 +245,24 @@ private Q_SLOTS:
                 QVERIFY(r.non_finite);
             }
         }
+        // Rows of a real vocabulary's length (tested block by block): the bad value found
+        // wherever it is, the extreme finite ones (the largest, the smallest subnormal,
+        // -0) passed.
+        std::vector<float> row(49157);
+        for (std::size_t i = 0; i < row.size(); ++i) row[i] = static_cast<float>(i % 97) * 0.25f - 12.0f;
+        row[5] = std::numeric_limits<float>::max();
+        row[6] = -std::numeric_limits<float>::max();
+        row[7] = std::numeric_limits<float>::denorm_min();
+        row[8] = -0.0f;
+        QVERIFY(kev::all_finite(row.data(), row.size()));
+        for (float bad : {nan, inf, -inf}) {
+            for (std::size_t at : {std::size_t{0}, std::size_t{2047}, std::size_t{2048}, std::size_t{30001}, row.size() - 1}) {
+                std::vector<float> l = row;
+                l[at] = bad;
+                QVERIFY2(!kev::all_finite(l.data(), l.size()), qPrintable(QStringLiteral("bad value at %1").arg(at)));
+                QVERIFY(kev::all_finite(l.data(), at));  // the part before it
+            }
+        }
     }
 
     void topLogprobs() {

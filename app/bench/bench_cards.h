@@ -1,5 +1,6 @@
 // The boards the generation benchmarks run: random prompt tokens from a seeded generator,
-// greedy cards, and the median the reports quote.
+// greedy cards (or sampled at a temperature, each card seeded), and the median the
+// reports quote.
 #pragma once
 
 #include <algorithm>
@@ -24,10 +25,19 @@ inline kev::SamplingSettings greedy(int max_new) {
     return s;
 }
 
-// `cards` greedy cards of `prompt` random tokens, `gen` new tokens each.
-inline std::vector<kev::TokenCard> random_board(std::mt19937& rng, int vocab, int cards, int prompt, int gen) {
+// `cards` cards of `prompt` random tokens, `gen` new tokens each: greedy, or sampled at
+// `temperature` (> 0) with card c seeded c + 1.
+inline std::vector<kev::TokenCard> random_board(std::mt19937& rng, int vocab, int cards, int prompt, int gen,
+                                                float temperature = 0.0f) {
     std::vector<kev::TokenCard> board;
-    for (int c = 0; c < cards; ++c) board.push_back({random_tokens(rng, vocab, prompt), greedy(gen)});
+    for (int c = 0; c < cards; ++c) {
+        kev::SamplingSettings s = greedy(gen);
+        if (temperature > 0.0f) {
+            s.temperature = temperature;
+            s.seed = static_cast<std::uint64_t>(c + 1);
+        }
+        board.push_back({random_tokens(rng, vocab, prompt), s});
+    }
     return board;
 }
 

@@ -1,15 +1,16 @@
 // Packed vs one-at-a-time generation, in the same process, alternating, repeated.
 //
 //   kev-bench pack --model PATH [--precision fp32|bf16|4bit|nf4] [--n 1,2,4,8,16]
-//                  [--prompt 128] [--gen 128] [--reps 3] [--out PREFIX]
+//                  [--prompt 128] [--gen 128] [--temperature 0] [--reps 3] [--out PREFIX]
 //
 // For every N: N cards of random prompt tokens (fixed seed) generate exactly --gen
-// tokens each (end-of-sequence ignored), once packed (one forward per step for all
-// cards) and once one card at a time. Reports wall time, time to first token, prefill
-// and decode throughput, peak memory, the packed / one-at-a-time ratio, and the decode
-// step time next to the bandwidth roofline (the weight bytes a decode step streams:
-// every linear layer and the output head, not the embedding unless it is the head;
-// divided by the measured read bandwidth).
+// tokens each (end-of-sequence ignored; greedy, or sampled at --temperature), once
+// packed (one forward per step for all cards) and once one card at a time. Reports wall
+// time, time to first token, prefill and decode throughput, peak memory, the packed /
+// one-at-a-time ratio, the decode step time next to the bandwidth roofline (the weight
+// bytes a decode step streams: every linear layer and the output head, not the
+// embedding unless it is the head; divided by the measured read bandwidth), and how
+// much of a step drawing the tokens took.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -55,7 +56,7 @@ std::vector<int> parse_list(const std::string& s) {
 }
 
 struct Sample {
-    double wall_s = 0, ttft_s = 0, prefill_s = 0, decode_s = 0;
+    double wall_s = 0, ttft_s = 0, prefill_s = 0, decode_s = 0, sample_ms_per_step = 0;
     long long prefill_tokens = 0, generated = 0, steps = 0;
 };
 
@@ -72,6 +73,7 @@ Sample run_once(const kev::Model& model, const std::vector<kev::TokenCard>& card
     s.decode_s = r.total_s - r.prefill_s;
     s.prefill_tokens = r.prefill_tokens;
     s.steps = r.steps - 1;
+    s.sample_ms_per_step = r.sample_s / static_cast<double>(std::max<std::int64_t>(1, r.steps)) * 1e3;
     double ttft = 0;
     for (const auto& c : r.cards) {
         s.generated += static_cast<long long>(c.tokens.size());
@@ -119,6 +121,7 @@ int run_pack(const Args& args) {
     // lent for minutes. --dense-mask 0 leaves out the dense-mask pass.
     int alone_cards = 0;
     bool dense_pass = true;
+    float temperature = 0.0f;  // --temperature T: every card sampled at T (seeded), as in the app; 0 = greedy
     for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
         const std::string& k = args[i];
         const std::string& v = args[i + 1];
@@ -134,6 +137,7 @@ int run_pack(const Args& args) {
         else if (k == "--dense-mask") dense_pass = v != "0";
         else if (k == "--device") device = v;
         else if (k == "--hbm-gbs") hbm_gbs = std::stod(v);
+        else if (k == "--temperature") temperature = std::stof(v);
         else {
             std::fprintf(stderr, "kev-bench pack: unknown option %s\n", k.c_str());
             return 2;
@@ -167,6 +171,7 @@ int run_pack(const Args& args) {
     const std::string cmd = report["command"];
     report["model"] = model_path;
     report["precision"] = precision;
+    report["temperature"] = temperature;
     report["device"] = device;
     if (cuda) {
         // Which attention kernel libtorch takes for this model's decode and prompt shapes
@@ -200,10 +205,10 @@ int run_pack(const Args& args) {
     }
     for (int n : ns) {
         std::mt19937 rng(1234u + static_cast<unsigned>(n));
-        const std::vector<kev::TokenCard> cards = random_board(rng, std::min(vocab, 32000), n, prompt_len, gen_len);
+        const std::vector<kev::TokenCard> cards = random_board(rng, std::min(vocab, 32000), n, prompt_len, gen_len, temperature);
         kev::reset_cuda_peak_memory();
         std::vector<double> packed_wall, seq_wall, packed_ttft, packed_prefill_tps, packed_decode_tps, step_ms,
-            seq_decode_tps;
+            seq_decode_tps, sample_ms;
         for (int r = 0; r < reps; ++r) {
             // Alternate which goes first so drift on a shared machine hits both alike.
             for (int order = 0; order < 2; ++order) {
@@ -215,6 +220,7 @@ int run_pack(const Args& args) {
                     packed_prefill_tps.push_back(s.prefill_tokens / s.prefill_s);
                     packed_decode_tps.push_back((s.generated - n) / s.decode_s);
                     step_ms.push_back(s.decode_s / std::max<long long>(1, s.steps) * 1e3);
+                    sample_ms.push_back(s.sample_ms_per_step);
                 } else if (!packed_only) {
                     double wall = 0, decode_s = 0;
                     long long gen = 0;
@@ -252,6 +258,7 @@ int run_pack(const Args& args) {
             {"per_card_decode_tokens_per_s", median(packed_decode_tps) / n},
             {"sequential_decode_tokens_per_s", median(seq_decode_tps)},
             {"decode_step_ms", median(step_ms)},
+            {"sample_ms_per_step", median(sample_ms)},
             {"step_vs_roofline", median(step_ms) / roofline_ms},
             {"peak_rss_mib", proc_status_kib("VmHWM") / 1024.0},
         };
@@ -287,17 +294,19 @@ int run_pack(const Args& args) {
                                : std::string())
            << "\n\n"
            << "| N | packed wall s | one-at-a-time wall s | ratio | TTFT s | prefill tok/s | aggregate decode tok/s "
-              "| per-card tok/s | one-at-a-time decode tok/s | step ms | of which linears ms | step / roofline | dense-mask step ms | peak RSS MiB |\n"
-           << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+              "| per-card tok/s | one-at-a-time decode tok/s | step ms | of which linears ms | of which sampling ms | step / roofline "
+              "| dense-mask step ms | peak RSS MiB |\n"
+           << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         char buf[512];
         for (const auto& r : report["results"]) {
-            std::snprintf(buf, sizeof buf, "| %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.0f |\n",
+            std::snprintf(buf, sizeof buf, "| %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | %.0f |\n",
                           r["n"].get<int>(), r["packed_wall_s"].get<double>(), r["sequential_wall_s"].get<double>(),
                           r["ratio"].get<double>(), r["packed_ttft_s"].get<double>(),
                           r["prefill_tokens_per_s"].get<double>(), r["aggregate_decode_tokens_per_s"].get<double>(),
                           r["per_card_decode_tokens_per_s"].get<double>(),
                           r["sequential_decode_tokens_per_s"].get<double>(), r["decode_step_ms"].get<double>(),
-                          r["linears_ms_per_step"].get<double>(), r["step_vs_roofline"].get<double>(), r["dense_mask_decode_step_ms"].get<double>(),
+                          r["linears_ms_per_step"].get<double>(), r["sample_ms_per_step"].get<double>(),
+                          r["step_vs_roofline"].get<double>(), r["dense_mask_decode_step_ms"].get<double>(),
                           r["peak_rss_mib"].get<double>());
             md << buf;
         }
@@ -309,7 +318,8 @@ int run_pack(const Args& args) {
 
 KEV_BENCH("pack", "packed vs one-at-a-time generation --model PATH [--precision bf16|fp32|4bit|nf4] [--n 1,2,4,8,16] "
                   "[--device cpu|cuda --hbm-gbs 4800] "
-                  "[--prompt 128] [--gen 128] [--reps 3] [--packed-only 1] [--alone K] [--dense-mask 0] [--out PREFIX]",
+                  "[--prompt 128] [--gen 128] [--temperature 0] [--reps 3] [--packed-only 1] [--alone K] [--dense-mask 0] "
+                  "[--out PREFIX]",
           run_pack);
 
 }  // namespace kevbench

@@ -158,6 +158,7 @@ struct GenerationResult {
     std::int64_t cache_peak_bytes = 0;   // the most KvCache::bytes_in_use of any step
     double prefill_s = 0.0;
     double total_s = 0.0;
+    double sample_s = 0.0;               // of total_s, the time spent drawing the cards' tokens
     LoraMode lora_mode = LoraMode::Off;  // how the run applied the LoRA adapter
 };
 
