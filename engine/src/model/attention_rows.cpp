@@ -115,72 +115,107 @@ KEV_AVX2 inline __m256 tree8x8(const __m256* a) {
     return _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));
 }
 
+// The rows of keys (or values) j0 .. j0 + nj - 1 widened to fp32 into kb [nj, D].
 template <typename T>
-KEV_AVX2 void head_avx2(const float* q, const T* kh, const T* vh, std::int64_t D, std::int64_t L, Slots slot,
-                        float scale, float softcap, float* p, float* acc, T* out) {
+KEV_AVX2 void widen_rows(const T* base, std::int64_t j0, std::int64_t nj, std::int64_t D, Slots slot, float* kb) {
+    for (std::int64_t i = 0; i < nj; ++i) {
+        const T* row = base + slot(j0 + i) * D;
+        for (std::int64_t d = 0; d < D; d += 8) _mm256_storeu_ps(kb + i * D + d, load8(row + d));
+    }
+}
+
+// Heads [0, nh) of one row that read the same keys and values (one KV head of a
+// grouped-query model): q [nh, D], p [nh, L], acc [nh, D], out [nh, D]. Each block of 8
+// keys and of 8 values is widened to fp32 once into kb [8, D], and every head's products
+// read it there. Each head runs head_scalar's arithmetic: its scores eight keys at a
+// time (eight independent FMA chains, their trees in one vector: each key's lanes and
+// tree are the ones it has alone), the max, exp and sum in head_scalar's order, and each
+// output's FMA chain over the keys in order, carried in acc from block to block; the
+// widening is exact, so sharing it (it was two thirds of the vector instructions of the
+// per-head loops it replaces) changes no bit.
+template <typename T>
+KEV_AVX2 void heads_avx2(const float* q, std::int64_t nh, const T* kh, const T* vh, std::int64_t D, std::int64_t L,
+                         Slots slot, float scale, float softcap, float* p, float* acc, float* kb, float* mvl, T* out) {
     alignas(32) float lane[8];
-    // Eight keys at a time: eight independent FMA chains, their trees in one vector; each
-    // key's lanes and tree are the ones it has alone.
-    std::int64_t j = 0;
-    __m256 mv = _mm256_set1_ps(-INFINITY);
-    for (; j + 8 <= L; j += 8) {
-        const T* k[8];
-        for (int i = 0; i < 8; ++i) k[i] = kh + slot(j + i) * D;
-        __m256 a[8];
-        for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
-        for (std::int64_t d = 0; d < D; d += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + d);
-            for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(qv, load8(k[i] + d), a[i]);
-        }
-        __m256 s = _mm256_mul_ps(tree8x8(a), _mm256_set1_ps(scale));
-        if (softcap > 0.0f) {
-            _mm256_store_ps(lane, s);
-            for (int i = 0; i < 8; ++i) lane[i] = std::tanh(lane[i] / softcap) * softcap;
-            s = _mm256_load_ps(lane);
-        }
-        _mm256_storeu_ps(p + j, s);
-        mv = _mm256_max_ps(s, mv);  // a NaN score passes, as std::max(m, score) lets it
-    }
-    _mm256_store_ps(lane, mv);
-    float m = -INFINITY;
-    for (int i = 0; i < 8; ++i) m = std::max(m, lane[i]);  // max is exact: any order, the same value
-    for (; j < L; ++j) {
-        const T* k = kh + slot(j) * D;
-        __m256 a = _mm256_setzero_ps();
-        for (std::int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(k + d), a);
-        _mm256_store_ps(lane, a);
-        p[j] = shaped(tree8(lane), scale, softcap);
-        m = std::max(m, p[j]);
-    }
-    j = 0;
-    mv = _mm256_set1_ps(m);
-    for (; j + 8 <= L; j += 8) _mm256_storeu_ps(p + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv)));
-    for (; j < L; ++j) p[j] = kev_exp(p[j] - m);
-    float sum = 0.0f;
-    for (j = 0; j < L; ++j) sum += p[j];
-    // Up to eight groups of 8 outputs at a time (independent chains); each output's sum
-    // over the keys is the same chain it is alone.
-    for (std::int64_t d = 0; d < D;) {
-        const int n = static_cast<int>(std::min<std::int64_t>(8, (D - d) / 8));
-        __m256 a[8];
-        for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
-        if (n == 8) {
-            for (j = 0; j < L; ++j) {
-                const __m256 pj = _mm256_set1_ps(p[j]);
-                const T* v = vh + slot(j) * D + d;
-                for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pj, load8(v + 8 * i), a[i]);
+    for (std::int64_t h = 0; h < nh; ++h) _mm256_storeu_ps(mvl + 8 * h, _mm256_set1_ps(-INFINITY));
+    const std::int64_t L8 = L / 8 * 8;
+    for (std::int64_t j = 0; j < L8; j += 8) {
+        widen_rows(kh, j, 8, D, slot, kb);
+        for (std::int64_t h = 0; h < nh; ++h) {
+            const float* qh = q + h * D;
+            __m256 a[8];
+            for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
+            for (std::int64_t d = 0; d < D; d += 8) {
+                const __m256 qv = _mm256_loadu_ps(qh + d);
+                for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i * D + d), a[i]);
             }
-        } else {
-            for (j = 0; j < L; ++j) {
-                const __m256 pj = _mm256_set1_ps(p[j]);
-                const T* v = vh + slot(j) * D + d;
-                for (int i = 0; i < n; ++i) a[i] = _mm256_fmadd_ps(pj, load8(v + 8 * i), a[i]);
+            __m256 s = _mm256_mul_ps(tree8x8(a), _mm256_set1_ps(scale));
+            if (softcap > 0.0f) {
+                _mm256_store_ps(lane, s);
+                for (int i = 0; i < 8; ++i) lane[i] = std::tanh(lane[i] / softcap) * softcap;
+                s = _mm256_load_ps(lane);
+            }
+            _mm256_storeu_ps(p + h * L + j, s);
+            _mm256_storeu_ps(mvl + 8 * h, _mm256_max_ps(s, _mm256_loadu_ps(mvl + 8 * h)));
+        }
+    }
+    std::vector<float> sums(static_cast<std::size_t>(nh));
+    for (std::int64_t h = 0; h < nh; ++h) {
+        const float* qh = q + h * D;
+        float* ph = p + h * L;
+        float m = -INFINITY;
+        for (int i = 0; i < 8; ++i) m = std::max(m, mvl[8 * h + i]);
+        for (std::int64_t j = L8; j < L; ++j) {
+            const T* k = kh + slot(j) * D;
+            __m256 a = _mm256_setzero_ps();
+            for (std::int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), load8(k + d), a);
+            _mm256_store_ps(lane, a);
+            ph[j] = shaped(tree8(lane), scale, softcap);
+            m = std::max(m, ph[j]);
+        }
+        std::int64_t j = 0;
+        const __m256 mv = _mm256_set1_ps(m);
+        for (; j + 8 <= L; j += 8) _mm256_storeu_ps(ph + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(ph + j), mv)));
+        for (; j < L; ++j) ph[j] = kev_exp(ph[j] - m);
+        float sum = 0.0f;
+        for (j = 0; j < L; ++j) sum += ph[j];
+        sums[static_cast<std::size_t>(h)] = sum;
+        for (std::int64_t d = 0; d < D; ++d) acc[h * D + d] = 0.0f;
+    }
+    // Each output's chain over the keys in order, carried in acc between blocks.
+    for (std::int64_t j0 = 0; j0 < L; j0 += 8) {
+        const std::int64_t nj = std::min<std::int64_t>(8, L - j0);
+        widen_rows(vh, j0, nj, D, slot, kb);
+        for (std::int64_t h = 0; h < nh; ++h) {
+            const float* ph = p + h * L;
+            float* ah = acc + h * D;
+            for (std::int64_t d = 0; d < D;) {
+                const int n = static_cast<int>(std::min<std::int64_t>(8, (D - d) / 8));
+                if (n == 8) {  // the 8 sums in registers through the block
+                    __m256 a[8];
+                    for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(ah + d + 8 * i);
+                    for (std::int64_t jj = 0; jj < nj; ++jj) {
+                        const __m256 pj = _mm256_set1_ps(ph[j0 + jj]);
+                        const float* v = kb + jj * D + d;
+                        for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * i), a[i]);
+                    }
+                    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(ah + d + 8 * i, a[i]);
+                } else {
+                    __m256 a[8];
+                    for (int i = 0; i < n; ++i) a[i] = _mm256_loadu_ps(ah + d + 8 * i);
+                    for (std::int64_t jj = 0; jj < nj; ++jj) {
+                        const __m256 pj = _mm256_set1_ps(ph[j0 + jj]);
+                        const float* v = kb + jj * D + d;
+                        for (int i = 0; i < n; ++i) a[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * i), a[i]);
+                    }
+                    for (int i = 0; i < n; ++i) _mm256_storeu_ps(ah + d + 8 * i, a[i]);
+                }
+                d += 8 * n;
             }
         }
-        for (int i = 0; i < n; ++i) _mm256_storeu_ps(acc + d + 8 * i, a[i]);
-        d += 8 * n;
     }
-    for (std::int64_t d = 0; d < D; ++d) out[d] = static_cast<T>(acc[d] / sum);
+    for (std::int64_t h = 0; h < nh; ++h)
+        for (std::int64_t d = 0; d < D; ++d) out[h * D + d] = static_cast<T>(acc[h * D + d] / sums[static_cast<std::size_t>(h)]);
 }
 #undef KEV_AVX2
 
@@ -235,6 +270,31 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
         const T* kp = keys.data_ptr<T>();
         const T* vp = values.data_ptr<T>();
         T* op = out.data_ptr<T>();
+        if (avx2) {
+            // Tasks of the heads that share a KV head (all G of them, or halves where whole
+            // groups would leave a thread short); a head's bits do not depend on the split.
+            const std::int64_t threads = std::max<int>(1, at::get_num_threads());
+            const std::int64_t parts = G > 1 && (n * KVH) % threads != 0 && n * KVH < 4 * threads ? 2 : 1;
+            const std::int64_t per = (G + parts - 1) / parts;
+            at::parallel_for(0, n * KVH * parts, 1, [&](std::int64_t t0, std::int64_t t1) {
+                std::vector<float> p, acc(static_cast<std::size_t>(per * D)), qf(static_cast<std::size_t>(per * D)),
+                    kb(static_cast<std::size_t>(8 * D)), mvl(static_cast<std::size_t>(8 * per));
+                for (std::int64_t t = t0; t < t1; ++t) {
+                    const std::int64_t r = t / (KVH * parts), g = t / parts % KVH, part = t % parts;
+                    const std::int64_t h0 = g * G + part * per, nh = std::min(per, G - part * per);
+                    if (nh <= 0) continue;
+                    const std::int64_t L = row_len[static_cast<std::size_t>(r)];
+                    for (std::int64_t h = 0; h < nh; ++h) {
+                        const T* qr = qp + r * qs0 + (h0 + h) * qs1;
+                        for (std::int64_t d = 0; d < D; ++d) qf[static_cast<std::size_t>(h * D + d)] = wide(qr[d]);
+                    }
+                    p.resize(static_cast<std::size_t>(nh * std::max<std::int64_t>(L, 1)));
+                    heads_avx2<T>(qf.data(), nh, kp + g * slots * D, vp + g * slots * D, D, L, row_slots[static_cast<std::size_t>(r)],
+                                  scale, softcap, p.data(), acc.data(), kb.data(), mvl.data(), op + r * H * D + h0 * D);
+                }
+            });
+            return;
+        }
         at::parallel_for(0, n * H, 1, [&](std::int64_t t0, std::int64_t t1) {
             std::vector<float> p, acc(static_cast<std::size_t>(D)), qf(static_cast<std::size_t>(D));
             for (std::int64_t t = t0; t < t1; ++t) {
@@ -247,8 +307,7 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
                 const T* vh = vp + (h / G) * slots * D;
                 T* o = op + r * H * D + h * D;
                 const Slots slot = row_slots[static_cast<std::size_t>(r)];
-                if (avx2) head_avx2<T>(qf.data(), kh, vh, D, L, slot, scale, softcap, p.data(), acc.data(), o);
-                else head_scalar<T>(qf.data(), kh, vh, D, L, slot, scale, softcap, p.data(), acc.data(), o);
+                head_scalar<T>(qf.data(), kh, vh, D, L, slot, scale, softcap, p.data(), acc.data(), o);
             }
         });
     });
