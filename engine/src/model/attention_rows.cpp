@@ -124,8 +124,23 @@ KEV_AVX2 void widen_rows(const T* base, std::int64_t j0, std::int64_t nj, std::i
     }
 }
 
+// acc[0, 8n) += p[jj] * v[jj][0, 8n) for jj in [0, nj), each output's chain in key
+// order; v rows D apart. N = 8: the count known, the 8 sums stay in registers.
+template <int N>
+KEV_AVX2 inline void values_block(const float* p, std::int64_t nj, const float* v, std::int64_t D, float* acc, int n) {
+    const int count = N > 0 ? N : n;
+    __m256 a[8];
+    for (int i = 0; i < count; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
+    for (std::int64_t jj = 0; jj < nj; ++jj) {
+        const __m256 pj = _mm256_set1_ps(p[jj]);
+        for (int i = 0; i < count; ++i) a[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + jj * D + 8 * i), a[i]);
+    }
+    for (int i = 0; i < count; ++i) _mm256_storeu_ps(acc + 8 * i, a[i]);
+}
+
 // Heads [0, nh) of one row that read the same keys and values (one KV head of a
-// grouped-query model): q [nh, D], p [nh, L], acc [nh, D], out [nh, D]. Each block of 8
+// grouped-query model): q [nh, D], p [nh, L], acc [nh, D], out [nh, D], and scratch
+// mvl [nh, 8] and sums [nh]. Each block of 8
 // keys and of 8 values is widened to fp32 once into kb [8, D], and every head's products
 // read it there. Each head runs head_scalar's arithmetic: its scores eight keys at a
 // time (eight independent FMA chains, their trees in one vector: each key's lanes and
@@ -135,7 +150,8 @@ KEV_AVX2 void widen_rows(const T* base, std::int64_t j0, std::int64_t nj, std::i
 // per-head loops it replaces) changes no bit.
 template <typename T>
 KEV_AVX2 void heads_avx2(const float* q, std::int64_t nh, const T* kh, const T* vh, std::int64_t D, std::int64_t L,
-                         Slots slot, float scale, float softcap, float* p, float* acc, float* kb, float* mvl, T* out) {
+                         Slots slot, float scale, float softcap, float* p, float* acc, float* kb, float* mvl, float* sums,
+                         T* out) {
     alignas(32) float lane[8];
     for (std::int64_t h = 0; h < nh; ++h) _mm256_storeu_ps(mvl + 8 * h, _mm256_set1_ps(-INFINITY));
     const std::int64_t L8 = L / 8 * 8;
@@ -159,7 +175,6 @@ KEV_AVX2 void heads_avx2(const float* q, std::int64_t nh, const T* kh, const T* 
             _mm256_storeu_ps(mvl + 8 * h, _mm256_max_ps(s, _mm256_loadu_ps(mvl + 8 * h)));
         }
     }
-    std::vector<float> sums(static_cast<std::size_t>(nh));
     for (std::int64_t h = 0; h < nh; ++h) {
         const float* qh = q + h * D;
         float* ph = p + h * L;
@@ -179,7 +194,7 @@ KEV_AVX2 void heads_avx2(const float* q, std::int64_t nh, const T* kh, const T* 
         for (; j < L; ++j) ph[j] = kev_exp(ph[j] - m);
         float sum = 0.0f;
         for (j = 0; j < L; ++j) sum += ph[j];
-        sums[static_cast<std::size_t>(h)] = sum;
+        sums[h] = sum;
         for (std::int64_t d = 0; d < D; ++d) acc[h * D + d] = 0.0f;
     }
     // Each output's chain over the keys in order, carried in acc between blocks.
@@ -191,31 +206,14 @@ KEV_AVX2 void heads_avx2(const float* q, std::int64_t nh, const T* kh, const T* 
             float* ah = acc + h * D;
             for (std::int64_t d = 0; d < D;) {
                 const int n = static_cast<int>(std::min<std::int64_t>(8, (D - d) / 8));
-                if (n == 8) {  // the 8 sums in registers through the block
-                    __m256 a[8];
-                    for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(ah + d + 8 * i);
-                    for (std::int64_t jj = 0; jj < nj; ++jj) {
-                        const __m256 pj = _mm256_set1_ps(ph[j0 + jj]);
-                        const float* v = kb + jj * D + d;
-                        for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * i), a[i]);
-                    }
-                    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(ah + d + 8 * i, a[i]);
-                } else {
-                    __m256 a[8];
-                    for (int i = 0; i < n; ++i) a[i] = _mm256_loadu_ps(ah + d + 8 * i);
-                    for (std::int64_t jj = 0; jj < nj; ++jj) {
-                        const __m256 pj = _mm256_set1_ps(ph[j0 + jj]);
-                        const float* v = kb + jj * D + d;
-                        for (int i = 0; i < n; ++i) a[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * i), a[i]);
-                    }
-                    for (int i = 0; i < n; ++i) _mm256_storeu_ps(ah + d + 8 * i, a[i]);
-                }
+                if (n == 8) values_block<8>(ph + j0, nj, kb + d, D, ah + d, 8);  // the sums in registers
+                else values_block<0>(ph + j0, nj, kb + d, D, ah + d, n);
                 d += 8 * n;
             }
         }
     }
     for (std::int64_t h = 0; h < nh; ++h)
-        for (std::int64_t d = 0; d < D; ++d) out[h * D + d] = static_cast<T>(acc[h * D + d] / sums[static_cast<std::size_t>(h)]);
+        for (std::int64_t d = 0; d < D; ++d) out[h * D + d] = static_cast<T>(acc[h * D + d] / sums[h]);
 }
 #undef KEV_AVX2
 
@@ -278,7 +276,7 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
             const std::int64_t per = (G + parts - 1) / parts;
             at::parallel_for(0, n * KVH * parts, 1, [&](std::int64_t t0, std::int64_t t1) {
                 std::vector<float> p, acc(static_cast<std::size_t>(per * D)), qf(static_cast<std::size_t>(per * D)),
-                    kb(static_cast<std::size_t>(8 * D)), mvl(static_cast<std::size_t>(8 * per));
+                    kb(static_cast<std::size_t>(8 * D)), mvl(static_cast<std::size_t>(8 * per)), sums(static_cast<std::size_t>(per));
                 for (std::int64_t t = t0; t < t1; ++t) {
                     const std::int64_t r = t / (KVH * parts), g = t / parts % KVH, part = t % parts;
                     const std::int64_t h0 = g * G + part * per, nh = std::min(per, G - part * per);
@@ -290,7 +288,8 @@ at::Tensor attend_rows(const at::Tensor& q, const at::Tensor& keys, const at::Te
                     }
                     p.resize(static_cast<std::size_t>(nh * std::max<std::int64_t>(L, 1)));
                     heads_avx2<T>(qf.data(), nh, kp + g * slots * D, vp + g * slots * D, D, L, row_slots[static_cast<std::size_t>(r)],
-                                  scale, softcap, p.data(), acc.data(), kb.data(), mvl.data(), op + r * H * D + h0 * D);
+                                  scale, softcap, p.data(), acc.data(), kb.data(), mvl.data(), sums.data(),
+                                  op + r * H * D + h0 * D);
                 }
             });
             return;
