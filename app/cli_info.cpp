@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kev/buffer_pool.h"
 #include "kev/cpu_kernels.h"
 #include "kev/chat_template.h"
 #include "kev/config.h"
@@ -125,6 +126,7 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
     nlohmann::json kernels = nlohmann::json::object();
     for (const auto& [what, kernel] : kev::kernel_paths()) kernels[what] = kernel;
     j["kernels"] = kernels;
+    j["buffer_pool"] = kev::to_string(kev::buffer_pool_mode());
     const kev::PrecisionChoice automatic = kev::choose_auto_precision(path);
     j["auto_precision"] = {{"name", automatic.name}, {"why", automatic.why}};
     if (json) {
@@ -159,6 +161,7 @@ int print_model_info(const std::string& path, bool json, const LoadFacts& loaded
     std::printf("precision    auto = %s (%s)\n", automatic.name.c_str(), automatic.why.c_str());
     std::printf("loads        yes, as %s in %.1f s\n", loaded.precision.c_str(), loaded.seconds);
     for (const auto& [what, kernel] : kev::kernel_paths()) std::printf("kernel       %-25s %s\n", (what + ":").c_str(), kernel.c_str());
+    std::printf("buffers      pool %s (KEV_BUFFER_POOL: on, off or poison)\n", kev::to_string(kev::buffer_pool_mode()));
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kev/answer_engine.h"
+#include "kev/buffer_pool.h"
 #include "kev/cpu_kernels.h"
 #include "kev/detokenizer.h"
 #include "kev/error.h"
@@ -139,6 +140,9 @@ class TestGenerate : public QObject {
     Q_OBJECT
 private Q_SLOTS:
     void initTestCase() {
+        // Every test here runs with each buffer of the forward filled with NaNs when lent
+        // (kev/buffer_pool.h): a kernel reading memory it did not write breaks the bits.
+        kev::set_buffer_pool_mode(kev::BufferPoolMode::Poison);
         for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
             auto m = loadTiny(preset);
             QVERIFY2(m, preset);
@@ -248,6 +252,53 @@ private Q_SLOTS:
         }
     }
 
+    // The pool changes where results are stored, never a bit of them: a pack run with
+    // the pool off (malloc's memory) and poisoned (every buffer lent full of NaNs, and
+    // kept buffers lent again within the run) gives the same tokens and logits, on every
+    // family this CPU runs.
+    void theBufferPoolChangesNoBit_data() {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<QString>("precision");
+        for (const char* family : {"scalar", "avx2", "avx512", "amx"})
+            for (const char* precision : {"fp32", "bf16", "4bit"})
+                QTest::addRow("%s %s", family, precision) << QString(family) << QString(precision);
+    }
+
+    void theBufferPoolChangesNoBit() {
+        QFETCH(QString, family);
+        QFETCH(QString, precision);
+        const kev::Isa isa = kev::parse_isa(family.toStdString());
+        if (!kev::isa_supported(isa))
+            QSKIP(qPrintable(QString("NOT RUN: the %1 kernels (this CPU has up to %2)").arg(family, kev::to_string(kev::cpu_isa()))));
+        kev::set_isa_limit(isa);
+        const auto m = loadTinyAs("tiny-qwen2", precision);
+        QVERIFY(m);
+        std::mt19937 rng(11);
+        const int vocab = static_cast<int>(m->config().vocab_size);
+        std::vector<kev::TokenCard> cards;
+        for (int c = 0; c < 6; ++c) {
+            kev::SamplingSettings st = greedy(6);
+            if (c % 2) {
+                st.temperature = 0.8f;
+                st.seed = 70 + static_cast<std::uint64_t>(c);
+            }
+            cards.push_back({randomPrompt(rng, vocab, 1, 30), st});
+        }
+        const auto context = randomPrompt(rng, vocab, 4, 12);
+        kev::set_buffer_pool_mode(kev::BufferPoolMode::Off);
+        const auto plain = runCards(*m, cards, context);
+        kev::set_buffer_pool_mode(kev::BufferPoolMode::Poison);
+        const std::int64_t reused = kev::buffer_pool_stats().reused;
+        const auto poisoned = runCards(*m, cards, context);
+        QVERIFY(kev::buffer_pool_stats().reused > reused);  // the run did lend kept buffers
+        QCOMPARE(kev::buffer_pool_stats().open_scopes, 0);
+        QCOMPARE(kev::buffer_pool_stats().kept_bytes, std::int64_t{0});
+        for (std::size_t c = 0; c < cards.size(); ++c) {
+            QCOMPARE(poisoned.cards[c].tokens, plain.cards[c].tokens);
+            QVERIFY2(poisoned.cards[c].logits == plain.cards[c].logits, qPrintable(QString("card %1").arg(c)));
+        }
+    }
+
     // One arithmetic on every family: the fp32 forward (FMA dense kernels, row kernels,
     // AVX2 or scalar attention) and the 4-bit forward (the int8 kernel's exact sums, NF4 or
     // Q8_0 blocks kept) give the same bits whichever family runs them; bf16 too when the
@@ -338,7 +389,10 @@ private Q_SLOTS:
         }
     }
 
-    void cleanup() { kev::set_isa_limit(kev::cpu_isa()); }
+    void cleanup() {
+        kev::set_isa_limit(kev::cpu_isa());
+        kev::set_buffer_pool_mode(kev::BufferPoolMode::Poison);
+    }
 
     void ownSlotPathsEqualTheDenseMask() {
         // The paths that read only each card's own slots (attention per card in the

@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "kev/buffer_pool.h"
 #include "kev/cpu_kernels.h"
 #include "kev/cuda_attention.h"
 #include "kev/error.h"
@@ -38,6 +39,7 @@ private Q_SLOTS:
     void cleanup() {
         kev::set_bf16_kernel(kev::Bf16Kernel::Auto);
         kev::set_isa_limit(kev::cpu_isa());
+        kev::set_buffer_pool_mode(kev::BufferPoolMode::On);
     }
 
     void bf16KernelMatchesTheReference_data() {
@@ -205,6 +207,88 @@ private Q_SLOTS:
             if (path == "bf16 linear" || path == "fp32 linear" || path == "4-bit decode" || path == "K-quant kept blocks" ||
                 path == "Q8_0 kept blocks")
                 QVERIFY2(QString::fromStdString(kernel).contains("scalar"), qPrintable(QString::fromStdString(path + ": " + kernel)));
+    }
+
+    // The buffer pool (kev/buffer_pool.h): within a scope a freed large buffer serves the
+    // next request of its size (the same memory, counted as reused); small ones and those
+    // outside every scope are malloc's; the last scope to close gives everything back.
+    void bufferPoolReusesLargeBuffersWithinAScope() {
+        kev::set_buffer_pool_mode(kev::BufferPoolMode::On);  // whatever KEV_BUFFER_POOL says
+        const kev::BufferPoolStats before = kev::buffer_pool_stats();
+        QCOMPARE(before.open_scopes, 0);
+        QCOMPARE(before.kept_bytes, std::int64_t{0});
+        {
+            const kev::BufferPoolScope outer;
+            const void* first = nullptr;
+            {
+                const kev::BufferPoolScope inner;  // nested, as Model::forward inside a run
+                const at::Tensor a = at::empty({1 << 18}, at::kFloat);  // 1 MiB
+                first = a.data_ptr();
+            }
+            const kev::BufferPoolStats kept = kev::buffer_pool_stats();
+            QCOMPARE(kept.open_scopes, 1);
+            QCOMPARE(kept.kept_bytes, std::int64_t{1} << 20);
+            QCOMPARE(kept.fresh, before.fresh + 1);
+            // A little smaller still fits the kept block; it is not copied, it is lent again.
+            const at::Tensor b = at::empty({(1 << 18) - 1000}, at::kFloat);
+            QCOMPARE(static_cast<const void*>(b.data_ptr()), first);
+            const kev::BufferPoolStats lent = kev::buffer_pool_stats();
+            QCOMPARE(lent.reused, before.reused + 1);
+            QCOMPARE(lent.kept_bytes, std::int64_t{0});
+            QCOMPARE(lent.lent_bytes, std::int64_t{1} << 20);
+            // Twice the size does not take it (an eighth to spare at most), nor does a small one.
+            const at::Tensor big = at::empty({1 << 19}, at::kFloat);
+            const at::Tensor small = at::empty({1000}, at::kFloat);
+            QVERIFY(big.data_ptr() != b.data_ptr());
+            QCOMPARE(kev::buffer_pool_stats().fresh, before.fresh + 2);
+            QCOMPARE(kev::buffer_pool_stats().lent_bytes, std::int64_t{3} << 20);
+        }
+        const kev::BufferPoolStats after = kev::buffer_pool_stats();
+        QCOMPARE(after.open_scopes, 0);
+        QCOMPARE(after.kept_bytes, std::int64_t{0});
+        QCOMPARE(after.lent_bytes, std::int64_t{0});
+        // Outside every scope nothing is lent or kept.
+        { const at::Tensor c = at::empty({1 << 18}, at::kFloat); }
+        QCOMPARE(kev::buffer_pool_stats().fresh, after.fresh);
+        QCOMPARE(kev::buffer_pool_stats().kept_bytes, std::int64_t{0});
+        // A tensor lent within a scope and freed after it goes back to the system.
+        at::Tensor survivor;
+        {
+            const kev::BufferPoolScope scope;
+            survivor = at::empty({1 << 18}, at::kFloat);
+        }
+        QCOMPARE(kev::buffer_pool_stats().lent_bytes, std::int64_t{1} << 20);
+        survivor = at::Tensor();
+        QCOMPARE(kev::buffer_pool_stats().lent_bytes, std::int64_t{0});
+        QCOMPARE(kev::buffer_pool_stats().kept_bytes, std::int64_t{0});
+    }
+
+    // Off: nothing is lent; poison: every buffer lent is all 0xff bytes (NaN), fresh or kept.
+    void bufferPoolModes() {
+        QCOMPARE(kev::parse_buffer_pool_mode("off"), kev::BufferPoolMode::Off);
+        QCOMPARE(kev::parse_buffer_pool_mode("poison"), kev::BufferPoolMode::Poison);
+        QVERIFY_THROWS_EXCEPTION(kev::Error, kev::parse_buffer_pool_mode("sometimes"));
+        const kev::BufferPoolScope scope;
+        kev::set_buffer_pool_mode(kev::BufferPoolMode::Off);
+        const std::int64_t fresh = kev::buffer_pool_stats().fresh;
+        { const at::Tensor a = at::empty({1 << 18}, at::kFloat); }
+        QCOMPARE(kev::buffer_pool_stats().fresh, fresh);
+        QCOMPARE(kev::buffer_pool_stats().kept_bytes, std::int64_t{0});
+        kev::set_buffer_pool_mode(kev::BufferPoolMode::Poison);
+        const void* first = nullptr;
+        for (int round = 0; round < 2; ++round) {  // fresh, then kept after being written
+            at::Tensor a = at::empty({1 << 18}, at::kFloat);
+            if (round == 0) first = a.data_ptr();
+            else QCOMPARE(static_cast<const void*>(a.data_ptr()), first);
+            QVERIFY(at::isnan(a).all().item<bool>());
+            QVERIFY((a.view(at::kInt) == -1).all().item<bool>());
+            a.fill_(1.0f);
+        }
+        // Poison lends small buffers too (the tiny test models' are all small).
+        const std::int64_t lent = kev::buffer_pool_stats().lent_bytes;
+        const at::Tensor small = at::empty({10}, at::kFloat);
+        QCOMPARE(kev::buffer_pool_stats().lent_bytes, lent + 4096);
+        QVERIFY(at::isnan(small).all().item<bool>());
     }
 
     // KEV_CUDA_SDPA: "auto" leaves libtorch's choice; a list allows exactly the backends

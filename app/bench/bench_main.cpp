@@ -2,6 +2,7 @@
 #include <string>
 
 #include "bench.h"
+#include "kev/buffer_pool.h"
 #include "kev/cpu_kernels.h"
 #include "kev/engine_info.h"
 #include "kev/error.h"
@@ -42,6 +43,7 @@ nlohmann::json engine_header() {
             {"threads", info.cpu_threads},
             {"kernel_threads", kev::kernel_threads()},
             {"cuda", info.cuda_available},
+            {"buffer_pool", kev::to_string(kev::buffer_pool_mode())},
             {"kernels", [] {
                  nlohmann::json k = nlohmann::json::object();
                  for (const auto& [what, kernel] : kev::kernel_paths()) k[what] = kernel;

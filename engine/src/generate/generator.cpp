@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "kev/buffer_pool.h"
 #include "kev/detokenizer.h"
 #include "kev/error.h"
 #include "kev/model.h"
@@ -333,6 +334,9 @@ GenerationResult Generator::run(const PreparedPack& pack, const RunOptions& opti
     } else if (model_.merged_lora_scale()) {
         throw Error(ErrorCode::InvalidArgument, "the model has a LoRA adapter merged in; run with a generator that may unmerge it");
     }
+    // A step's buffers are the last step's (kev/buffer_pool.h), given back when the run
+    // ends; opened after the merge, whose replaced weights are not worth keeping.
+    const BufferPoolScope pool;
     std::vector<LoraUse> lora = pack.lora;
     lora.resize(static_cast<std::size_t>(plan.cards()));
     // The shared context's keys and values were computed with the first card's LoRA use

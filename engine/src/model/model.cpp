@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "kev/buffer_pool.h"
 #include "kev/error.h"
 #include "kev/quant.h"
 #include "model/rowwise.h"
@@ -202,6 +203,8 @@ KvCache Model::make_cache(std::int64_t slots) const { return KvCache(config_, sl
 
 at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     const ModelConfig& c = config_;
+    // Each layer's buffers are the last layer's, not new pages (kev/buffer_pool.h).
+    const BufferPoolScope pool;
     // --- validation: nothing is written before the whole batch is known good ---
     const std::int64_t S = static_cast<std::int64_t>(b.tokens.size());
     const std::int64_t K = b.kv_len;
