@@ -246,8 +246,9 @@ namespace {
 
 // ---------------------------------------------------------------------------
 // Where tensors come from. A source lists names (in its own naming scheme) and
-// hands out a CPU tensor for a name: a view of the mapping (safetensors) or an fp32
-// dequantized buffer (GGUF). The caller copies it into its working-dtype place.
+// hands out a CPU tensor for a name: a view of the mapping (safetensors, GGUF float
+// types) or an fp32 dequantized buffer (quantized GGUF types). The caller copies it into its
+// working-dtype place and never writes into it (a view of a read-only mapping).
 class TensorSource {
 public:
     virtual ~TensorSource() = default;
@@ -308,6 +309,15 @@ public:
     }
     at::Tensor read(const std::string& name) const override {
         const GgufTensorInfo* info = g_.find_tensor(name);
+        // Float types are read where they lie, like safetensors': copying a bf16 matrix
+        // into a bf16 weight is then one pass, not a widening into a fresh fp32 buffer
+        // and a narrowing out of it (the same values: bf16 and fp16 widen exactly).
+        if (info->type == GgmlType::F32 || info->type == GgmlType::F16 || info->type == GgmlType::BF16) {
+            const at::ScalarType st = info->type == GgmlType::F32   ? at::kFloat
+                                      : info->type == GgmlType::F16 ? at::kHalf
+                                                                    : at::kBFloat16;
+            return at::from_blob(const_cast<std::uint8_t*>(g_.tensor_data(*info)), shape(name), at::TensorOptions().dtype(st));
+        }
         at::Tensor t = at::empty({info->numel()}, at::kFloat);
         g_.dequantize(*info, t.data_ptr<float>());
         return t.view(shape(name));
