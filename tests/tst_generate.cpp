@@ -90,6 +90,17 @@ kev::SamplingSettings greedy(int maxNew) {
     return s;
 }
 
+// Forces the kernel family `family` (kev/cpu_kernels.h) and returns an empty string; where
+// this CPU lacks it, returns the report that names it as not run (nothing is forced: a
+// family is never tested under another's name).
+QString forceFamily(const QString& family) {
+    const kev::Isa isa = kev::parse_isa(family.toStdString());
+    if (!kev::isa_supported(isa))
+        return QString("NOT RUN: the %1 kernels (this CPU has up to %2)").arg(family, kev::to_string(kev::cpu_isa()));
+    kev::set_isa_limit(isa);
+    return QString();
+}
+
 kev::GenerationResult runCards(const kev::Model& m, const std::vector<kev::TokenCard>& cards,
                                const std::vector<kev::TokenId>& shared, const kev::RunOptions& o = {}) {
     kev::Generator g(m, nullptr, std::nullopt);
@@ -211,10 +222,7 @@ private Q_SLOTS:
         QFETCH(QString, precision);
         QFETCH(bool, shared);
         QFETCH(QString, preset);
-        const kev::Isa isa = kev::parse_isa(family.toStdString());
-        if (!kev::isa_supported(isa))
-            QSKIP(qPrintable(QString("NOT RUN: the %1 kernels (this CPU has up to %2)").arg(family, kev::to_string(kev::cpu_isa()))));
-        kev::set_isa_limit(isa);
+        if (const QString notRun = forceFamily(family); !notRun.isEmpty()) QSKIP(qPrintable(notRun));
         const auto m = loadTinyAs(preset, precision);
         QVERIFY(m);
         if (precision.startsWith("q8_0") || precision.startsWith("q5_0"))
@@ -267,10 +275,7 @@ private Q_SLOTS:
     void theBufferPoolChangesNoBit() {
         QFETCH(QString, family);
         QFETCH(QString, precision);
-        const kev::Isa isa = kev::parse_isa(family.toStdString());
-        if (!kev::isa_supported(isa))
-            QSKIP(qPrintable(QString("NOT RUN: the %1 kernels (this CPU has up to %2)").arg(family, kev::to_string(kev::cpu_isa()))));
-        kev::set_isa_limit(isa);
+        if (const QString notRun = forceFamily(family); !notRun.isEmpty()) QSKIP(qPrintable(notRun));
         const auto m = loadTinyAs("tiny-qwen2", precision);
         QVERIFY(m);
         std::mt19937 rng(11);
