@@ -84,6 +84,7 @@ public:
                 kept_.erase(it);
                 kept_bytes_ -= static_cast<std::int64_t>(size);
                 lent_.emplace(p, size);
+                lent_blocks_.fetch_add(1, std::memory_order_relaxed);
                 lent_bytes_ += static_cast<std::int64_t>(size);
                 ++reused_;
                 return p;
@@ -92,18 +93,26 @@ public:
         void* p = c10::alloc_cpu(want);  // throws on exhaustion, as libtorch's does
         std::lock_guard<std::mutex> lock(mutex_);
         lent_.emplace(p, want);
+        lent_blocks_.fetch_add(1, std::memory_order_relaxed);
         lent_bytes_ += static_cast<std::int64_t>(want);
         ++fresh_;
         return p;
     }
 
     void give_back(void* p) {
+        // Every tensor's memory comes back through here: with no pool block out (outside
+        // runs, or the pool off) none of it can be the pool's, and no lock is taken.
+        if (lent_blocks_.load(std::memory_order_relaxed) == 0) {
+            c10::free_cpu(p);
+            return;
+        }
         {
             std::lock_guard<std::mutex> lock(mutex_);
             const auto it = lent_.find(p);
             if (it != lent_.end()) {
                 const std::size_t size = it->second;
                 lent_.erase(it);
+                lent_blocks_.fetch_sub(1, std::memory_order_relaxed);
                 lent_bytes_ -= static_cast<std::int64_t>(size);
                 if (open_ > 0 && kept_bytes_ + static_cast<std::int64_t>(size) <= kKeptCap) {
                     kept_.emplace(size, p);
@@ -149,6 +158,9 @@ private:
     int open_ = 0;
     std::multimap<std::size_t, void*> kept_;        // size -> block
     std::unordered_map<void*, std::size_t> lent_;   // block -> size
+    // lent_.size(), readable without the lock. A block being freed was lent before its
+    // tensor reached the freeing thread, which saw the count raised with the tensor.
+    std::atomic<std::int64_t> lent_blocks_{0};
     std::int64_t kept_bytes_ = 0, lent_bytes_ = 0, reused_ = 0, fresh_ = 0;
 };
 
