@@ -247,6 +247,10 @@ private Q_SLOTS:
         QCOMPARE(mem.q8_0, kept->weights().lm_head.quant->bytes());
         QCOMPARE(mem.q8_0 * 32, kept->config().vocab_size * kept->config().hidden_size * 34);
         QVERIFY(at::equal(kev::dequantize(*kept->weights().lm_head.quant, at::kFloat), dense->weights().embed));
+        // The lookup decodes its rows from those same blocks: no dense copy is held.
+        QVERIFY(!kept->weights().embed.defined());
+        QVERIFY(kept->weights().embed_quant == kept->weights().lm_head.quant);
+        QCOMPARE(mem.dense, kept->config().hidden_size * 4 * (2 * kept->config().num_layers + 1));  // the norms
         QCOMPARE(mem.dense_linear, std::int64_t{0});
         QCOMPARE(kept->weights().bytes(), mem.total());
         for (int l : {0, 29}) {
@@ -263,6 +267,42 @@ private Q_SLOTS:
         QCOMPARE(nf4->weights().layers[3].o.quant->format, kev::QuantFormat::NF4);
         QVERIFY(nf4->weights().embed.defined());  // the embedding stays for the lookup
         QCOMPARE(nf4->weights().embed.scalar_type(), at::kBFloat16);
+    }
+
+    // A tied embedding kept as the head's blocks is looked up row by row in them: every
+    // row, in any order and repeated, is the dense loader's row (fp32 and bf16), a row
+    // outside the vocabulary is refused by number, and the forward computes the same bits
+    // as with the dense embedding in its place.
+    void embeddingLookupDecodesTheHeadsBlocks() {
+        const std::string path = kevtest::builtinModel().toStdString();
+        for (const kev::DType dt : {kev::DType::F32, kev::DType::BF16}) {
+            const auto kept = loadModel(path, dt, kev::WeightQuant::Q4);
+            const auto dense = loadModel(path, dt, kev::WeightQuant::None);
+            const kev::QuantMatrix& q = *kept->weights().embed_quant;
+            const at::Tensor table = dense->weights().embed;  // [V, hidden] in dt
+            const std::int64_t V = table.size(0);
+            QCOMPARE(q.rows, V);
+            const at::Tensor all = at::arange(V, at::kLong);
+            QVERIFY(at::equal(kev::dequantize_rows(q, all, table.scalar_type()), table));
+            const at::Tensor some = at::tensor(std::vector<std::int64_t>{5, 0, V - 1, 5, 17}, at::kLong);
+            QVERIFY(at::equal(kev::dequantize_rows(q, some, table.scalar_type()), table.index_select(0, some)));
+            QCOMPARE(kev::dequantize_rows(q, at::empty({0}, at::kLong), at::kFloat).size(0), std::int64_t{0});
+            for (const std::int64_t bad : {V, std::int64_t{-1}}) {
+                try {
+                    kev::dequantize_rows(q, at::tensor(std::vector<std::int64_t>{3, bad}, at::kLong), at::kFloat);
+                    QFAIL("a row outside the vocabulary was looked up");
+                } catch (const kev::Error& e) {
+                    QVERIFY2(QString(e.what()).contains(QString("row %1 outside the %2 rows").arg(bad).arg(V)), e.what());
+                }
+            }
+            // The same model with the dense embedding in the lookup's place: the same bits.
+            kev::ModelWeights w = kept->weights();
+            w.embed = table;
+            w.embed_quant = nullptr;
+            const kev::Model with_table(kept->config(), w, kept->device(), kept->dtype());
+            const std::vector<std::int64_t> tokens = {1, 504, 3458, 282, 4649, 47, 19, 49151, 2, 744};
+            QVERIFY(at::equal(promptLogits(*kept, tokens), promptLogits(with_table, tokens)));
+        }
     }
 
     // Q4_K kept in its two levels decodes to exactly what the gguf package decodes (and

@@ -89,15 +89,18 @@ Sample run_once(const kev::Model& model, const std::vector<kev::TokenCard>& card
 // RoPE, sampling and the framework's own overhead.
 double linears_ms(const kev::Model& model, int n) {
     c10::InferenceMode guard;
-    const at::Device device = model.weights().embed.device();
     const auto& w = model.weights();
+    const at::Device device = w.final_norm.device();
+    const at::ScalarType dtype = model.dtype() == kev::DType::BF16   ? at::kBFloat16
+                                 : model.dtype() == kev::DType::F16 ? at::kHalf
+                                                                     : at::kFloat;
     std::vector<const kev::Linear*> all;
     for (const auto& l : w.layers) all.insert(all.end(), {&l.qkv, &l.o, &l.gate_up, &l.down});
     all.push_back(&w.lm_head);
     std::vector<at::Tensor> inputs;
     for (const kev::Linear* lin : all) {
         const std::int64_t in = lin->in_features();
-        inputs.push_back(at::randn({n, in}).to(w.embed.scalar_type()).to(device));
+        inputs.push_back(at::randn({n, in}).to(dtype).to(device));
     }
     std::vector<double> passes;
     for (int p = 0; p < 6; ++p) {
@@ -162,7 +165,9 @@ int run_pack(const Args& args) {
     const double bandwidth = cuda ? hbm_gbs : measure_read_bandwidth_gbs(1LL << 30, 5);
     // A step reads one row of the embedding, all of it only when it is also the head.
     const kev::ModelWeights& mw = model->weights();
-    const bool head_is_embed = mw.lm_head.weight.defined() && mw.lm_head.weight.data_ptr() == mw.embed.data_ptr();
+    // (An embedding kept as the head's blocks is the head: counted once in bytes().)
+    const bool head_is_embed = !mw.embed.defined() ||
+                               (mw.lm_head.weight.defined() && mw.lm_head.weight.data_ptr() == mw.embed.data_ptr());
     const double weight_bytes =
         static_cast<double>(mw.bytes() - (head_is_embed ? 0 : static_cast<std::int64_t>(mw.embed.nbytes())));
     const double roofline_ms = weight_bytes / (bandwidth * 1e9) * 1e3;

@@ -130,6 +130,9 @@ QuantMatrix concat_rows(const std::vector<QuantMatrix>& parts);
 // Rows [row_begin, row_end) dequantized to `dtype` (fp32, bf16 or fp16): [n, cols].
 at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t row_end, at::ScalarType dtype);
 inline at::Tensor dequantize(const QuantMatrix& q, at::ScalarType dtype) { return dequantize(q, 0, q.rows, dtype); }
+// Rows rows[0], rows[1], ... (int64 ids on the CPU, each checked) dequantized to `dtype`,
+// [n, cols], the same values as dequantize: a lookup in an embedding kept as blocks.
+at::Tensor dequantize_rows(const QuantMatrix& q, const at::Tensor& rows, at::ScalarType dtype);
 
 // y = x W^T (+ bias) for x [M, cols] (fp32, bf16 or fp16, CPU); y has x's dtype.
 // An interleaved q goes to the int8 kernel (below) for every M. In the row layout,

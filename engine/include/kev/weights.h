@@ -110,7 +110,10 @@ struct WeightMemory {
 };
 
 struct ModelWeights {
-    at::Tensor embed;               // [V, hidden]
+    at::Tensor embed;               // [V, hidden]; undefined when embed_quant holds it
+    // A tied embedding whose file blocks the 4-bit head keeps (CPU): the lookup decodes
+    // its rows from those blocks (dequantize_rows), with no dense copy; else null.
+    std::shared_ptr<const QuantMatrix> embed_quant;
     std::vector<LayerWeights> layers;
     at::Tensor final_norm;          // [hidden]
     Linear lm_head;                 // weight [V, hidden]; the embed tensor when tied
@@ -121,7 +124,8 @@ struct ModelWeights {
 
 // 4-bit linear layers (kev/quant.h). Embeddings, norms and biases keep LoadOptions::dtype
 // (the activations' dtype too); a tied output head gets its own 4-bit copy while the
-// embedding stays in `dtype` for the lookup.
+// embedding stays in `dtype` for the lookup, except where the head keeps the file's own
+// blocks on the CPU: the lookup then decodes rows from them (the same values).
 enum class WeightQuant {
     None,  // dense linear weights in `dtype`
     Q4,    // 4-bit: GGUF Q4_0/Q4_1/Q4_K/Q8_0 weights kept in their own blocks, every other one NF4

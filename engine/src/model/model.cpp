@@ -398,7 +398,8 @@ at::Tensor Model::forward(const ForwardBatch& b, KvCache& cache) const {
     }
 
     const bool gemma = c.gemma_norms;
-    at::Tensor x = at::embedding(weights_.embed, tokens);  // [S, hidden]
+    at::Tensor x = weights_.embed.defined() ? at::embedding(weights_.embed, tokens)  // [S, hidden]
+                                            : dequantize_rows(*weights_.embed_quant, tokens, dt);
     // Gemma: x sqrt(hidden), the factor rounded to the working dtype first (as transformers).
     if (c.scale_embeddings) x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), at::TensorOptions().dtype(dt));
     for (std::int64_t l = 0; l < c.num_layers; ++l) {

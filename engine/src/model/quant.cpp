@@ -500,38 +500,63 @@ QuantMatrix interleave_rows16(const QuantMatrix& q) {
     return out;
 }
 
+namespace {
+
+// Row `row` of q into y[0, cols) in fp32: ggml's arithmetic, the same bits as the GGUF
+// decoder (tst_quant).
+void dequantize_row(const QuantMatrix& q, std::int64_t row, float* y) {
+    for (std::int64_t b = 0; b < q.blocks_per_row(); ++b) {
+        const auto [d, m] = scale_offset(q, row, b);
+        float* yb = y + b * q.block;
+        if (q.byte_codes()) {  // ggml: x = q * d (Q5_K: minus dmin * m; the product is exact)
+            for (std::int64_t j = 0; j < q.block; ++j)
+                yb[j] = m == 0.0f ? static_cast<float>(code_at(q, row, b * q.block + j)) * d
+                                  : static_cast<float>(code_at(q, row, b * q.block + j)) * d + m;
+            continue;
+        }
+        if (q.interleaved) {
+            for (std::int64_t j = 0; j < q.block; ++j) yb[j] = q.lut[code_at(q, row, b * q.block + j)] * d + m;
+            continue;
+        }
+        const std::uint8_t* c = q.codes.data() + (row * q.cols + b * q.block) / 2;
+        for (std::int64_t g = 0; g < q.block; g += 32) {
+            for (int j = 0; j < 16; ++j) {
+                yb[g + j] = q.lut[c[g / 2 + j] & 0x0f] * d + m;
+                yb[g + j + 16] = q.lut[c[g / 2 + j] >> 4] * d + m;
+            }
+        }
+    }
+}
+
+}  // namespace
+
 at::Tensor dequantize(const QuantMatrix& q, std::int64_t row_begin, std::int64_t row_end, at::ScalarType dtype) {
     if (q.on_cuda()) return dequantize(row_layout(q), row_begin, row_end, dtype);
     if (row_begin < 0 || row_end > q.rows || row_begin > row_end)
         throw Error(ErrorCode::InvalidArgument, "dequantize: rows outside the matrix");
-    const std::int64_t n = row_end - row_begin, bpr = q.blocks_per_row();
+    const std::int64_t n = row_end - row_begin;
     at::Tensor out = at::empty({n, q.cols}, at::kFloat);  // [n, cols]
     float* y = out.data_ptr<float>();
     at::parallel_for(0, n, 16, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-            const std::int64_t row = row_begin + r;
-            for (std::int64_t b = 0; b < bpr; ++b) {
-                const auto [d, m] = scale_offset(q, row, b);
-                float* yb = y + r * q.cols + b * q.block;
-                if (q.byte_codes()) {  // ggml: x = q * d (Q5_K: minus dmin * m; the product is exact)
-                    for (std::int64_t j = 0; j < q.block; ++j)
-                        yb[j] = m == 0.0f ? static_cast<float>(code_at(q, row, b * q.block + j)) * d
-                                          : static_cast<float>(code_at(q, row, b * q.block + j)) * d + m;
-                    continue;
-                }
-                if (q.interleaved) {
-                    for (std::int64_t j = 0; j < q.block; ++j) yb[j] = q.lut[code_at(q, row, b * q.block + j)] * d + m;
-                    continue;
-                }
-                const std::uint8_t* c = q.codes.data() + (row * q.cols + b * q.block) / 2;
-                for (std::int64_t g = 0; g < q.block; g += 32) {
-                    for (int j = 0; j < 16; ++j) {
-                        yb[g + j] = q.lut[c[g / 2 + j] & 0x0f] * d + m;
-                        yb[g + j + 16] = q.lut[c[g / 2 + j] >> 4] * d + m;
-                    }
-                }
-            }
-        }
+        for (std::int64_t r = r0; r < r1; ++r) dequantize_row(q, row_begin + r, y + r * q.cols);
+    });
+    return dtype == at::kFloat ? out : out.to(dtype);
+}
+
+at::Tensor dequantize_rows(const QuantMatrix& q, const at::Tensor& rows, at::ScalarType dtype) {
+    if (q.on_cuda() || rows.dim() != 1 || !rows.device().is_cpu())
+        throw Error(ErrorCode::InvalidArgument, "dequantize_rows: blocks and row ids [n] on the CPU");
+    const at::Tensor ids = rows.to(at::kLong).contiguous();
+    const std::int64_t n = ids.size(0);
+    const std::int64_t* id = ids.data_ptr<std::int64_t>();
+    for (std::int64_t r = 0; r < n; ++r)
+        if (id[r] < 0 || id[r] >= q.rows)
+            throw Error(ErrorCode::InvalidArgument, "dequantize_rows: row " + std::to_string(id[r]) + " outside the " +
+                                                        std::to_string(q.rows) + " rows");
+    at::Tensor out = at::empty({n, q.cols}, at::kFloat);  // [n, cols]
+    float* y = out.data_ptr<float>();
+    at::parallel_for(0, n, 64, [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) dequantize_row(q, id[r], y + r * q.cols);
     });
     return dtype == at::kFloat ? out : out.to(dtype);
 }

@@ -233,6 +233,11 @@ WeightMemory ModelWeights::memory() const {
         }
     };
     add(embed);
+    if (embed_quant && lm_head.quant != embed_quant) {  // never: the tied head's own blocks
+        Linear lookup;
+        lookup.quant = embed_quant;
+        add_linear(lookup);
+    }
     add(final_norm);
     add_linear(lm_head);
     for (const auto& l : layers) {
@@ -435,15 +440,27 @@ public:
         // Everything is checked before any big allocation: names and shapes first.
         check_all();
         check_finite();
-        w.embed = take(global(kEmbedName), {c_.vocab_size, c_.hidden_size});
+        // A tied head that keeps the file's blocks: on the CPU the lookup decodes rows
+        // from them too, and no dense copy is made (the built-in model: 57 MB of bf16
+        // and the fp32 decode of 28 M values at load).
+        std::vector<std::shared_ptr<const QuantMatrix>> kept_head;
+        if (c_.tie_word_embeddings && quant_ != WeightQuant::None)
+            kept_head = kept_blocks({{global(kEmbedName), c_.vocab_size, 0}}, c_.hidden_size, false);
+        if (!kept_head.empty() && opts_.device().is_cpu()) {
+            w.embed_quant = kept_head[0];  // one part: one format
+            unused_.erase(global(kEmbedName));
+            if (progress_) progress_(++done_, total_);
+        } else {
+            w.embed = take(global(kEmbedName), {c_.vocab_size, c_.hidden_size});
+        }
         w.final_norm = norm(global(kFinalNormName), c_.hidden_size);
         if (c_.tie_word_embeddings) {
             w.lm_head.weight = w.embed;
             unused_.erase(global(kLmHeadName));  // some tied checkpoints store a duplicate
             if (quant_ != WeightQuant::None) {
-                // The embedding stays dense for the lookup; the head multiplies by a 4-bit copy.
-                const auto kept = kept_blocks({{global(kEmbedName), c_.vocab_size, 0}}, c_.hidden_size, false);
-                if (!kept.empty()) w.lm_head.quant = kept[0];  // one part: one format
+                // The embedding stays dense for the lookup (unless kept as blocks above);
+                // the head multiplies by a 4-bit copy.
+                if (!kept_head.empty()) w.lm_head.quant = kept_head[0];
                 if (!w.lm_head.quant && c_.hidden_size % 32 == 0)
                     w.lm_head.quant = prepared(quantize_nf4(w.embed));
                 if (w.lm_head.quant) w.lm_head.weight = at::Tensor();
