@@ -91,9 +91,7 @@ double linears_ms(const kev::Model& model, int n) {
     c10::InferenceMode guard;
     const auto& w = model.weights();
     const at::Device device = w.final_norm.device();
-    const at::ScalarType dtype = model.dtype() == kev::DType::BF16   ? at::kBFloat16
-                                 : model.dtype() == kev::DType::F16 ? at::kHalf
-                                                                     : at::kFloat;
+    const at::ScalarType dtype = kev::scalar_type(model.dtype());
     std::vector<const kev::Linear*> all;
     for (const auto& l : w.layers) all.insert(all.end(), {&l.qkv, &l.o, &l.gate_up, &l.down});
     all.push_back(&w.lm_head);

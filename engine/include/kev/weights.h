@@ -30,6 +30,15 @@ enum class DType { F32, BF16, F16 };
 const char* to_string(DType dtype);
 // "fp32"/"f32"/"float32", "bf16"/"bfloat16", "fp16"/"f16"/"half"; throws InvalidArgument.
 DType parse_dtype(const std::string& name);
+// libtorch's dtype of a DType.
+inline at::ScalarType scalar_type(DType d) {
+    switch (d) {
+        case DType::F32: return at::kFloat;
+        case DType::BF16: return at::kBFloat16;
+        case DType::F16: return at::kHalf;
+    }
+    return at::kFloat;
+}
 
 // Throws Unsupported, up front, when `dtype` cannot run the model's ops on `device`
 // (e.g. CUDA absent, or a CPU build without the needed half-precision kernels).

@@ -8,15 +8,7 @@
 
 namespace kev {
 
-inline at::ScalarType scalar_type(DType d) {
-    switch (d) {
-        case DType::F32: return at::kFloat;
-        case DType::BF16: return at::kBFloat16;
-        case DType::F16: return at::kHalf;
-    }
-    return at::kFloat;
-}
-
+// scalar_type(DType) is in kev/weights.h.
 inline at::Device torch_device(Device d) { return d == Device::Cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU); }
 
 inline std::int64_t dtype_bytes(DType d) { return d == DType::F32 ? 4 : 2; }

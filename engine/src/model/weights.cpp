@@ -232,12 +232,7 @@ WeightMemory ModelWeights::memory() const {
             if (q->interleaved) m.int8_kernel += b;
         }
     };
-    add(embed);
-    if (embed_quant && lm_head.quant != embed_quant) {  // never: the tied head's own blocks
-        Linear lookup;
-        lookup.quant = embed_quant;
-        add_linear(lookup);
-    }
+    add(embed);  // embed_quant, when set, is the tied head's own blocks: counted with lm_head
     add(final_norm);
     add_linear(lm_head);
     for (const auto& l : layers) {
