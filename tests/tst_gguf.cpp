@@ -19,15 +19,18 @@ struct Writer {
     void put(T v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof v); }
     void str(const QByteArray& s) { put<std::uint64_t>(s.size()); bytes.append(s); }
     void pad(int align) { while (bytes.size() % align) bytes.append('\0'); }
+    void header(std::uint64_t tensors, std::uint64_t kv) {  // magic, version 3, counts
+        bytes.append("GGUF");
+        put<std::uint32_t>(3);
+        put<std::uint64_t>(tensors);
+        put<std::uint64_t>(kv);
+    }
 };
 
 // One F32 tensor "w" of 4 elements, a string and an int key.
 Writer validFile(std::uint64_t tensorOffset = 0, std::uint64_t dim0 = 4, std::uint32_t type = 0) {
     Writer w;
-    w.bytes.append("GGUF");
-    w.put<std::uint32_t>(3);
-    w.put<std::uint64_t>(1);  // tensors
-    w.put<std::uint64_t>(2);  // kv
+    w.header(1, 2);
     w.str("general.architecture");
     w.put<std::uint32_t>(8);
     w.str("llama");
@@ -95,6 +98,48 @@ private Q_SLOTS:
         }
     }
 
+    // A vocabulary is read once and handed out without a copy; an element that is broken
+    // is named by its index.
+    void stringArraysAreReadOnceAndTheirBadElementIsNamed() {
+        auto arrayFile = [](std::uint64_t claimed, const std::vector<QByteArray>& items, std::uint64_t lastLength) {
+            Writer w;
+            w.header(0, 1);
+            w.str("tokenizer.ggml.tokens");
+            w.put<std::uint32_t>(9);  // array
+            w.put<std::uint32_t>(8);  // of strings
+            w.put<std::uint64_t>(claimed);
+            for (std::size_t i = 0; i < items.size(); ++i) {
+                w.put<std::uint64_t>(i + 1 == items.size() ? lastLength : std::uint64_t(items[i].size()));
+                w.bytes.append(items[i]);
+            }
+            return w.bytes;
+        };
+        const std::vector<QByteArray> items = {"<s>", "hello", QByteArray("a\0b", 3), ""};
+        QByteArray whole = arrayFile(4, items, 0);
+        while (whole.size() % 32) whole.append('\0');  // the (empty) data section starts aligned
+        const auto g = kev::GgufFile::open(writeFile("strings.gguf", whole).toStdString());
+        const std::vector<std::string>* tokens = g->get_strings("tokenizer.ggml.tokens");
+        QVERIFY(tokens);
+        QCOMPARE(*tokens, (std::vector<std::string>{"<s>", "hello", std::string("a\0b", 3), ""}));
+        QCOMPARE(g->get_strings("tokenizer.ggml.tokens"), tokens);  // the same vector, not a copy
+        QVERIFY(!g->get_strings("tokenizer.ggml.merges"));
+        try {
+            g->get_ints("tokenizer.ggml.tokens");
+            QFAIL("no error");
+        } catch (const kev::Error& e) {
+            QVERIFY2(std::strstr(e.what(), "'tokenizer.ggml.tokens' is not an array of integers"), e.what());
+        }
+
+        // The third string runs past the end of the file; the fourth's length is absurd.
+        std::vector<QByteArray> cut = items;
+        cut.resize(3);
+        QByteArray truncated = arrayFile(4, cut, 3);
+        truncated.chop(1);
+        expectError(truncated, kev::ErrorCode::Format, "unexpected end of file reading metadata key 'tokenizer.ggml.tokens'[2]");
+        expectError(arrayFile(4, items, std::uint64_t(1) << 40), kev::ErrorCode::Format,
+                    "metadata key 'tokenizer.ggml.tokens'[3]: string length 1099511627776 is absurd");
+    }
+
     void malformedFilesGiveSpecificErrors() {
         using kev::ErrorCode;
         QByteArray b = validFile().bytes;
@@ -110,20 +155,14 @@ private Q_SLOTS:
 
         // A string length far beyond the file.
         Writer w;
-        w.bytes.append("GGUF");
-        w.put<std::uint32_t>(3);
-        w.put<std::uint64_t>(0);
-        w.put<std::uint64_t>(1);
+        w.header(0, 1);
         w.put<std::uint64_t>(std::uint64_t(1) << 40);
         w.bytes.append(QByteArray(64, '\0'));
         expectError(w.bytes, ErrorCode::Format, "is absurd");
 
         // A metadata count that cannot fit: must fail before allocating.
         Writer c;
-        c.bytes.append("GGUF");
-        c.put<std::uint32_t>(3);
-        c.put<std::uint64_t>(0);
-        c.put<std::uint64_t>(std::uint64_t(1) << 60);
+        c.header(0, std::uint64_t(1) << 60);
         expectError(c.bytes, ErrorCode::Format, "does not fit");
 
         // Tensor data beyond the end of the file.

@@ -17,6 +17,8 @@ namespace {
 constexpr std::uint64_t kMaxStringBytes = std::uint64_t(1) << 30;  // sanity bound, 1 GiB
 constexpr std::uint32_t kMaxDims = 4;                               // GGML_MAX_DIMS
 
+constexpr std::uint64_t kNoIndex = ~std::uint64_t(0);
+
 class Cursor {
 public:
     Cursor(const MappedFile& file) : file_(file) {}
@@ -32,10 +34,18 @@ public:
         return v;
     }
 
-    std::string read_string(const std::string& what) {
-        const auto len = read<std::uint64_t>(what.c_str());
-        if (len > kMaxStringBytes) fail(what + ": string length " + std::to_string(len) + " is absurd");
-        need(len, what.c_str());
+    std::string read_string(const std::string& what) { return read_string(what, kNoIndex); }
+
+    // The string `what[index]` of an array (`what` alone for kNoIndex). The name is
+    // spelled only when a message needs it: a vocabulary has ~50-150 thousand strings.
+    std::string read_string(const std::string& what, std::uint64_t index) {
+        auto name = [&] { return index == kNoIndex ? what : what + "[" + std::to_string(index) + "]"; };
+        if (!file_.contains(pos_, 8)) fail("unexpected end of file reading " + name());
+        std::uint64_t len = 0;
+        std::memcpy(&len, file_.data() + pos_, 8);
+        pos_ += 8;
+        if (len > kMaxStringBytes) fail(name() + ": string length " + std::to_string(len) + " is absurd");
+        if (!file_.contains(pos_, len)) fail("unexpected end of file reading " + name());
         std::string s(reinterpret_cast<const char*>(file_.data() + pos_), static_cast<std::size_t>(len));
         pos_ += len;
         return s;
@@ -133,7 +143,7 @@ GgufValue read_value(Cursor& c, GgufValueType type, const std::string& key) {
         c.need_items(n, scalar_size(v.elem_type), key);
         if (v.elem_type == GgufValueType::String) {
             v.strings.reserve(static_cast<std::size_t>(n));
-            for (std::uint64_t j = 0; j < n; ++j) v.strings.push_back(c.read_string(key + "[" + std::to_string(j) + "]"));
+            for (std::uint64_t j = 0; j < n; ++j) v.strings.push_back(c.read_string(key, j));
         } else if (is_float(v.elem_type)) {
             v.floats.resize(static_cast<std::size_t>(n));
             std::int64_t unused = 0;
@@ -349,12 +359,12 @@ std::optional<std::string> GgufFile::get_string(const std::string& key) const {
     return v->s;
 }
 
-std::optional<std::vector<std::string>> GgufFile::get_strings(const std::string& key) const {
+const std::vector<std::string>* GgufFile::get_strings(const std::string& key) const {
     const GgufValue* v = find(key);
-    if (!v) return std::nullopt;
+    if (!v) return nullptr;
     if (v->type != GgufValueType::Array || v->elem_type != GgufValueType::String)
         wrong_type(path(), key, "an array of strings");
-    return v->strings;
+    return &v->strings;
 }
 
 std::optional<std::vector<std::int64_t>> GgufFile::get_ints(const std::string& key) const {

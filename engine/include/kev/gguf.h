@@ -85,7 +85,9 @@ public:
     std::optional<double> get_float(const std::string& key) const;
     std::optional<bool> get_bool(const std::string& key) const;
     std::optional<std::string> get_string(const std::string& key) const;
-    std::optional<std::vector<std::string>> get_strings(const std::string& key) const;
+    // An array of strings is not copied (a vocabulary's tokens and merges): the
+    // pointer is null when the key is absent and valid while this object lives.
+    const std::vector<std::string>* get_strings(const std::string& key) const;
     std::optional<std::vector<std::int64_t>> get_ints(const std::string& key) const;
     std::optional<std::vector<double>> get_floats(const std::string& key) const;
 

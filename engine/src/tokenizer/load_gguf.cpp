@@ -10,6 +10,7 @@
 #include "kev/gguf.h"
 #include "kev/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/unicode.h"
 
 namespace kev {
 
@@ -62,15 +63,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& gguf) {
 
     // Tokens are written in GPT-2's byte alphabet; one that is not (a mislabelled control
     // token, say) is respelled from its UTF-8 bytes, as transformers does.
-    std::set<std::uint32_t> alphabet;
-    for (const std::string& s : tok::byte_to_unicode()) {
-        std::size_t i = 0;
-        alphabet.insert(tok::next_code_point(s, i));
-    }
-    auto spelled_in_alphabet = [&](const std::string& t) {
+    auto spelled_in_alphabet = [](const std::string& t) {
         std::size_t i = 0;
         while (i < t.size())
-            if (!alphabet.count(tok::next_code_point(t, i))) return false;
+            if (tok::unicode_to_byte(tok::next_code_point(t, i)) < 0) return false;
         return true;
     };
 
