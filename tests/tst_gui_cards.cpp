@@ -464,6 +464,17 @@ private Q_SLOTS:
         // 4.5 bits a linear parameter (the tied head quantized apart), the rest in bf16.
         QCOMPARE(four, (shape.linear + shape.embedding) * 9 / 16 + 2 * (shape.embedding + shape.other));
         QVERIFY(four < half);
+        // The built-in file's tied head keeps its Q8_0 blocks (34 bytes a 32-value block):
+        // the embedding is looked up from them, so no bf16 copy is counted.
+        kevui::ModelShape kept = shape;
+        kept.keptEmbeddingBytes = shape.embedding / 32 * 34;
+        const qint64 keptFour = kevui::estimatedWeightBytes(kept, kevui::PrecisionRow::FourBit);
+        QCOMPARE(keptFour, shape.linear * 9 / 16 + kept.keptEmbeddingBytes + 2 * shape.other);
+        QVERIFY(keptFour < four);
+        QCOMPARE(kevui::estimatedWeightBytes(kept, kevui::PrecisionRow::Half), half);
+        kept.tiedHead = false;  // an untied head counts in linear; the embedding is dense
+        QCOMPARE(kevui::estimatedWeightBytes(kept, kevui::PrecisionRow::FourBit),
+                 shape.linear * 9 / 16 + 2 * (shape.embedding + shape.other));
         QVERIFY(kevui::precisionCost(shape, kevui::PrecisionRow::F32, false).warning.isEmpty());
 
         const kev::Isa before = kev::isa_limit();

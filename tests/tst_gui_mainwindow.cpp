@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
+#include <QLocale>
 #include <QElapsedTimer>
 #include <QProcess>
 #include <QSettings>
@@ -114,6 +115,14 @@ private Q_SLOTS:
         QVERIFY2(precision->itemText(0).startsWith(QStringLiteral("4-bit · ~")), qPrintable(precision->itemText(0)));
         QVERIFY2(w.gauges()->text().contains(QStringLiteral("Instead: ")), qPrintable(w.gauges()->text()));
         QVERIFY2(w.gauges()->text().contains(QStringLiteral("fp32 ~")), qPrintable(w.gauges()->text()));
+        // The precision loaded shows the weight bytes held (the gauge's), not an estimate.
+        const qint64 held = w.gauges()->findChild<QLabel*>(QStringLiteral("modelBytesGauge"))->property("weights").toLongLong();
+        QVERIFY(held > 0);
+        const QString exact = QStringLiteral(" · ~") + QLocale().formattedDataSize(held, 0);
+        QStringList showingHeld;
+        for (int i = 0; i < 3; ++i)
+            if (precision->itemText(i).contains(exact)) showingHeld << precision->itemText(i);
+        QVERIFY2(!showingHeld.isEmpty(), qPrintable(exact + QStringLiteral(" in none of the rows")));
     }
 
     void settingsPersist() {

@@ -250,6 +250,7 @@ private Q_SLOTS:
         // The lookup decodes its rows from those same blocks: no dense copy is held.
         QVERIFY(!kept->weights().embed.defined());
         QVERIFY(kept->weights().embed_quant == kept->weights().lm_head.quant);
+        QCOMPARE(kev::kept_embedding_bytes(path), kept->weights().embed_quant->bytes());  // from the header
         QCOMPARE(mem.dense, kept->config().hidden_size * 4 * (2 * kept->config().num_layers + 1));  // the norms
         QCOMPARE(mem.dense_linear, std::int64_t{0});
         QCOMPARE(kept->weights().bytes(), mem.total());
@@ -267,6 +268,24 @@ private Q_SLOTS:
         QCOMPARE(nf4->weights().layers[3].o.quant->format, kev::QuantFormat::NF4);
         QVERIFY(nf4->weights().embed.defined());  // the embedding stays for the lookup
         QCOMPARE(nf4->weights().embed.scalar_type(), at::kBFloat16);
+    }
+
+    // Where 4-bit keeps no blocks of the embedding (a dense GGUF, a model folder), the
+    // header query says 0: the menu then counts a dense embedding and an NF4 head.
+    void keptEmbeddingBytesIsZeroWhereNothingIsKept() {
+        const QString f16 = keptModelFile("F16");
+        QCOMPARE(kev::kept_embedding_bytes(f16.toStdString()), std::int64_t{0});
+        const auto nf4 = loadModel(f16.toStdString(), kev::DType::F32, kev::WeightQuant::Q4);
+        QVERIFY(nf4->weights().embed.defined());
+        QVERIFY(!nf4->weights().embed_quant);
+        QCOMPARE(nf4->weights().lm_head.quant->format, kev::QuantFormat::NF4);
+        QCOMPARE(kev::kept_embedding_bytes(QFileInfo(f16).absolutePath().toStdString() + "/hf"), std::int64_t{0});
+        try {
+            kev::kept_embedding_bytes(f16.toStdString() + ".missing");
+            QFAIL("no error for a missing file");
+        } catch (const kev::Error& e) {
+            QCOMPARE(int(e.code()), int(kev::ErrorCode::Io));
+        }
     }
 
     // A tied embedding kept as the head's blocks is looked up row by row in them: every
@@ -405,6 +424,9 @@ private Q_SLOTS:
         if (mix) QVERIFY((format == kev::QuantFormat::Q4_K ? mem.q4_k : mem.q5_k) > 0 && mem.q6_k > 0);
         QCOMPARE(mem.dense_linear, std::int64_t{0});
         QCOMPARE(kept->weights().lm_head.quant->format, mix ? kev::QuantFormat::Q6_K : format);
+        // The app's precision menu reads what the kept head will hold from the header alone.
+        QVERIFY(kept->weights().embed_quant);
+        QCOMPARE(kev::kept_embedding_bytes(path), kept->weights().embed_quant->bytes());
         // Every layer's matrices: the formats of their parts, in row order, decoding to
         // the fp32 load's weights.
         for (std::size_t i = 0; i < kept->weights().layers.size(); ++i) {

@@ -108,6 +108,13 @@ void ModelLoader::load(const QString& path, const LoadSettings& settings) {
                             (config.tie_word_embeddings ? 0 : info.shape.embedding);
         info.shape.other = std::max<qint64>(0, info.parameters - info.shape.linear - info.shape.embedding);
         info.shape.tiedHead = config.tie_word_embeddings;
+        if (config.tie_word_embeddings && settings.device == kev::Device::Cpu) {
+            try {  // the header again, for the menu's 4-bit figure; the model is loaded either way
+                info.shape.keptEmbeddingBytes = kev::kept_embedding_bytes(path.toStdString());
+            } catch (const std::exception&) {
+                info.shape.keptEmbeddingBytes = 0;  // replaced since the load: the plain estimate
+            }
+        }
         info.contextLength = config.max_positions;
         info.kvBytesPerSlot = kev::KvCache::bytes_per_slot(config, settings.dtype);
         info.loadSeconds = session->load_seconds();

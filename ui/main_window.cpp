@@ -835,7 +835,8 @@ void MainWindow::showPrecisionCosts(const ModelInfo& info) {
     for (const Row& r : rows) {
         if (!precision_->itemData(r.index, kBaseTipRole).isValid())
             precision_->setItemData(r.index, precision_->itemData(r.index, Qt::ToolTipRole), kBaseTipRole);
-        const PrecisionCost cost = precisionCost(info.shape, r.row, info.device == kev::Device::Cuda);
+        PrecisionCost cost = precisionCost(info.shape, r.row, info.device == kev::Device::Cuda);
+        if (r.index == loaded) cost.weightBytes = info.weightBytes;  // what is held, not an estimate
         precision_->setItemText(r.index, precisionLabel(r.name, cost));
         QString tip = precision_->itemData(r.index, kBaseTipRole).toString() +
                       QStringLiteral("\nWeights of this model: about %1").arg(QLocale().formattedDataSize(cost.weightBytes, 0));

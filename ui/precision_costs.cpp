@@ -13,6 +13,8 @@ qint64 estimatedWeightBytes(const ModelShape& shape, PrecisionRow row) {
     case PrecisionRow::F32: return 4 * all;
     case PrecisionRow::Half: return 2 * all;
     case PrecisionRow::FourBit: {
+        if (shape.tiedHead && shape.keptEmbeddingBytes > 0)
+            return shape.linear * 9 / 16 + shape.keptEmbeddingBytes + 2 * shape.other;
         const qint64 quantized = shape.linear + (shape.tiedHead ? shape.embedding : 0);
         return quantized * 9 / 16 + 2 * (shape.embedding + shape.other);
     }

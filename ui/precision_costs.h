@@ -15,6 +15,10 @@ struct ModelShape {
     qint64 embedding = 0;  // the token embedding
     qint64 other = 0;      // norms and biases
     bool tiedHead = false; // the output head shares the embedding (4-bit gives it its own copy)
+    // A tied head that keeps the file's own blocks with 4-bit on the CPU: their bytes
+    // (kev::kept_embedding_bytes). The embedding is then looked up from them and no dense
+    // copy is held. 0: the head is made NF4 and the embedding stays dense.
+    qint64 keptEmbeddingBytes = 0;
 };
 
 enum class PrecisionRow { FourBit, Half, F32 };
@@ -26,7 +30,8 @@ struct PrecisionCost {
 
 // Weight bytes of `shape` at `row`: fp32 4 bytes a parameter; half 2; 4-bit 4.5 bits a
 // linear parameter (a 32-value block of 4-bit codes and an fp16 scale, as Q4_0; Q4_1
-// and NF4 are within 10% of it), the rest in bf16, and a tied head quantized apart.
+// and NF4 are within 10% of it), the rest in bf16, and a tied head quantized apart, or
+// its kept blocks alone where it keeps the file's (keptEmbeddingBytes).
 qint64 estimatedWeightBytes(const ModelShape& shape, PrecisionRow row);
 
 // The estimate and this CPU's warning (CPU device; on CUDA no warning is given).

@@ -166,6 +166,13 @@ struct PrecisionChoice {
 };
 PrecisionChoice choose_auto_precision(const std::string& path);
 
+// What a tied head's kept blocks would take with 4bit on the CPU, read from the header
+// only: the bytes of token_embd's own blocks in the layout Kev keeps them in (the
+// embedding is then looked up from them; no dense copy is held). 0 for a model folder or
+// a GGUF whose token_embd 4-bit does not keep as it is (the head is made NF4 and the
+// embedding stays dense). Throws as GgufFile::open does.
+std::int64_t kept_embedding_bytes(const std::string& path);
+
 // Loads from a model folder (config.json + safetensors) or a .gguf file, with the
 // config that describes it. Pickle checkpoints are refused (ErrorCode::Refused).
 struct LoadedWeights {

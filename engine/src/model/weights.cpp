@@ -419,6 +419,20 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
     return r + "]";
 }
 
+// The format 4-bit keeps a GGUF tensor of `type` in, as its own blocks; NF4 where it
+// re-quantizes instead.
+QuantFormat kept_format_on(GgmlType type, std::int64_t cols, bool cpu) {
+    switch (type) {
+        case GgmlType::Q4_0: return QuantFormat::Q4_0;
+        case GgmlType::Q4_1: return QuantFormat::Q4_1;
+        case GgmlType::Q4_K: return cpu && cols % 256 == 0 ? QuantFormat::Q4_K : QuantFormat::NF4;
+        case GgmlType::Q6_K: return cpu && cols % 256 == 0 ? QuantFormat::Q6_K : QuantFormat::NF4;
+        case GgmlType::Q5_K: return cpu && cols % 256 == 0 ? QuantFormat::Q5_K : QuantFormat::NF4;
+        case GgmlType::Q8_0: case GgmlType::Q5_0: return cpu ? QuantFormat::Q8_0 : QuantFormat::NF4;
+        default: return QuantFormat::NF4;
+    }
+}
+
 class Loader {
 public:
     Loader(const TensorSource& src, const ModelConfig& config, const LoadOptions& options)
@@ -617,16 +631,7 @@ private:
     // same values), or NF4 where Kev keeps no such blocks here (K-quants, Q8_0 and Q5_0
     // on CUDA, where Kev has no kernel for them; K-quant rows not whole super-blocks).
     QuantFormat kept_format(GgmlType type, std::int64_t cols) const {
-        const bool cpu = !opts_.device().is_cuda();
-        switch (type) {
-            case GgmlType::Q4_0: return QuantFormat::Q4_0;
-            case GgmlType::Q4_1: return QuantFormat::Q4_1;
-            case GgmlType::Q4_K: return cpu && cols % 256 == 0 ? QuantFormat::Q4_K : QuantFormat::NF4;
-            case GgmlType::Q6_K: return cpu && cols % 256 == 0 ? QuantFormat::Q6_K : QuantFormat::NF4;
-            case GgmlType::Q5_K: return cpu && cols % 256 == 0 ? QuantFormat::Q5_K : QuantFormat::NF4;
-            case GgmlType::Q8_0: case GgmlType::Q5_0: return cpu ? QuantFormat::Q8_0 : QuantFormat::NF4;
-            default: return QuantFormat::NF4;
-        }
+        return kept_format_on(type, cols, !opts_.device().is_cuda());
     }
 
     // GGUF Q4_0/Q4_1/Q4_K/Q5_K/Q6_K/Q8_0 blocks of `parts` taken over as they are (Q5_0 exactly,
@@ -768,6 +773,26 @@ void read_gguf_longrope(const GgufSource& src, const GgufFile& g, ModelConfig& c
 }
 
 }  // namespace
+
+std::int64_t kept_embedding_bytes(const std::string& path) {
+    if (fs::is_directory(path)) return 0;
+    const auto gguf = GgufFile::open(path);
+    const GgufTensorInfo* t = gguf->find_tensor(kEmbedName.gguf);
+    if (!t || t->dims.size() != 2 || t->dims[0] % 32 != 0) return 0;
+    const std::int64_t n = t->numel();
+    // QuantMatrix::bytes() of what quant_from_ggml makes: codes, fp16 scales (and mins),
+    // the K-quants' sub-block scales; Q5_0 is kept as Q8_0's byte codes.
+    switch (kept_format_on(t->type, t->dims[0], true)) {
+        case QuantFormat::Q4_0: return n / 2 + n / 32 * 2;
+        case QuantFormat::Q4_1: return n / 2 + n / 32 * 4;
+        case QuantFormat::Q4_K: return n / 2 + n / 256 * 4 + n / 32 * 2;
+        case QuantFormat::Q5_K: return n + n / 256 * 4 + n / 32 * 2;
+        case QuantFormat::Q6_K: return n + n / 256 * 2 + n / 16;
+        case QuantFormat::Q8_0: return n + n / 32 * 2;
+        case QuantFormat::NF4: return 0;
+    }
+    return 0;
+}
 
 LoadedWeights load_weights(const std::string& path, const LoadOptions& options) {
     std::error_code ec;
