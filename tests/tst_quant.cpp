@@ -270,6 +270,26 @@ private Q_SLOTS:
         QCOMPARE(nf4->weights().embed.scalar_type(), at::kBFloat16);
     }
 
+    // Q4_0 and Q4_1 embeddings (keptModelKeepsItsBlocks covers the other kept formats):
+    // the header's figure is the bytes of the blocks the tied head keeps and looks up.
+    void keptEmbeddingBytesOfQ4Files_data() {
+        QTest::addColumn<QString>("type");
+        QTest::addColumn<int>("format");
+        QTest::newRow("q4_0") << QString("Q4_0") << int(kev::QuantFormat::Q4_0);
+        QTest::newRow("q4_1") << QString("Q4_1") << int(kev::QuantFormat::Q4_1);
+    }
+
+    void keptEmbeddingBytesOfQ4Files() {
+        QFETCH(QString, type);
+        QFETCH(int, format);
+        const std::string path = keptModelFile(type).toStdString();
+        const auto kept = loadModel(path, kev::DType::F32, kev::WeightQuant::Q4);
+        QVERIFY(kept->weights().embed_quant);
+        QVERIFY(!kept->weights().embed.defined());
+        QCOMPARE(int(kept->weights().embed_quant->format), format);
+        QCOMPARE(kev::kept_embedding_bytes(path), kept->weights().embed_quant->bytes());
+    }
+
     // Where 4-bit keeps no blocks of the embedding (a dense GGUF, a model folder), the
     // header query says 0: the menu then counts a dense embedding and an NF4 head.
     void keptEmbeddingBytesIsZeroWhereNothingIsKept() {
